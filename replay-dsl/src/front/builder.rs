@@ -1,0 +1,141 @@
+//! The tracing context: kernel bodies run as ordinary Rust and append IR here.
+
+use crate::error::{CompileError, ErrorKind};
+use crate::ir::{Block, Inst, Kernel, Op, Param, Value};
+use crate::types::Ty;
+use std::cell::RefCell;
+
+struct Ctx {
+    kernel: Kernel,
+    /// Open blocks; the last one receives new instructions.
+    blocks: Vec<Block>,
+    /// The first error met while tracing; later ops still trace on placeholder values.
+    error: Option<CompileError>,
+}
+
+thread_local! {
+    static CTX: RefCell<Option<Ctx>> = const { RefCell::new(None) };
+}
+
+/// Traces a kernel body into IR. `body` receives one value per parameter.
+///
+/// Errors met inside the body (shape mismatches, failed static asserts, …) are collected and the
+/// first one is returned, naming the kernel and the op.
+pub fn trace(
+    name: &str,
+    params: Vec<Param>,
+    constexprs: Vec<(String, i64)>,
+    num_warps: u32,
+    body: impl FnOnce(&[Value]),
+) -> Result<Kernel, CompileError> {
+    if !num_warps.is_power_of_two() || num_warps > 32 {
+        return Err(CompileError::new(
+            name,
+            "num_warps",
+            ErrorKind::Constexpr(format!("num_warps must be a power of two ≤ 32, got {num_warps}")),
+        ));
+    }
+    let kernel = Kernel {
+        name: name.to_string(),
+        params: params.clone(),
+        constexprs,
+        num_warps,
+        values: Vec::new(),
+        body: Block::default(),
+    };
+    let previous = CTX.with(|c| c.replace(Some(Ctx { kernel, blocks: vec![Block::default()], error: None })));
+    assert!(previous.is_none(), "replay: kernels cannot be traced inside another kernel's trace");
+    let args: Vec<Value> = params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| push(Op::Param(i), vec![Ty::scalar(p.dtype)])[0])
+        .collect();
+    // Run the body; make sure the context is removed even if the body panics.
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CTX.with(|c| c.replace(None));
+        }
+    }
+    let reset = Reset;
+    body(&args);
+    let ctx = CTX.with(|c| c.borrow_mut().take()).expect("trace context present");
+    drop(reset);
+    if let Some(e) = ctx.error {
+        return Err(e);
+    }
+    let mut kernel = ctx.kernel;
+    let mut blocks = ctx.blocks;
+    debug_assert_eq!(blocks.len(), 1);
+    kernel.body = blocks.pop().expect("top block");
+    Ok(kernel)
+}
+
+fn with<R>(f: impl FnOnce(&mut Ctx) -> R) -> R {
+    CTX.with(|c| {
+        let mut c = c.borrow_mut();
+        let ctx = c.as_mut().expect("replay: tile operations can only run while a #[kernel] is traced");
+        f(ctx)
+    })
+}
+
+/// True while a kernel is being traced on this thread.
+pub fn is_tracing() -> bool {
+    CTX.with(|c| c.borrow().is_some())
+}
+
+/// Appends an instruction to the current block and returns its results.
+pub fn push(op: Op, result_tys: Vec<Ty>) -> Vec<Value> {
+    with(|ctx| {
+        let results: Vec<Value> = result_tys.into_iter().map(|t| ctx.kernel.new_value(t)).collect();
+        ctx.blocks.last_mut().expect("open block").insts.push(Inst { op, results: results.clone() });
+        results
+    })
+}
+
+/// Appends a single-result instruction.
+pub fn push1(op: Op, ty: Ty) -> Value {
+    push(op, vec![ty])[0]
+}
+
+/// Defines a value without an instruction (a block argument).
+pub fn new_value(ty: Ty) -> Value {
+    with(|ctx| ctx.kernel.new_value(ty))
+}
+
+/// The type of a traced value.
+pub fn ty(v: Value) -> Ty {
+    with(|ctx| ctx.kernel.ty(v).clone())
+}
+
+/// Records an error (the first one wins); tracing continues.
+pub fn fail(op: &str, kind: ErrorKind) {
+    with(|ctx| {
+        if ctx.error.is_none() {
+            ctx.error = Some(CompileError::new(ctx.kernel.name.clone(), op, kind));
+        }
+    })
+}
+
+/// True if an error was recorded.
+pub fn failed() -> bool {
+    with(|ctx| ctx.error.is_some())
+}
+
+/// The number of warps of the kernel being traced.
+pub fn num_warps() -> u32 {
+    with(|ctx| ctx.kernel.num_warps)
+}
+
+/// Opens a nested block whose instructions go to the block returned by [`close_block`].
+pub fn open_block(args: Vec<Value>) {
+    with(|ctx| ctx.blocks.push(Block { args, insts: Vec::new() }))
+}
+
+/// Closes the innermost nested block.
+pub fn close_block() -> Block {
+    with(|ctx| {
+        assert!(ctx.blocks.len() > 1, "close_block without open_block");
+        ctx.blocks.pop().expect("nested block")
+    })
+}

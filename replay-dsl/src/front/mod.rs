@@ -1,0 +1,6 @@
+//! The language front end: kernel bodies run as Rust and trace tile IR.
+
+pub mod builder;
+pub mod control;
+pub mod ops;
+pub mod tile;

@@ -1,0 +1,546 @@
+//! The tile IR: SSA values, operations and structured control flow.
+//!
+//! A [`Kernel`] owns every value's type in one table and a body [`Block`]. Control flow is
+//! structured: [`Op::For`] and [`Op::If`] hold nested blocks that end in [`Op::Yield`].
+//! Shapes are static; every operand of an elementwise op has exactly the result's shape (the
+//! front end inserts explicit [`Op::Broadcast`]s).
+
+use crate::types::{DType, Elem, Ty};
+use std::fmt::{self, Write};
+
+/// An SSA value: an index into [`Kernel::values`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Value(pub u32);
+
+/// A constant element.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Const {
+    /// Boolean constant.
+    Bool(bool),
+    /// Integer constant (any integer type; wrapped to its width).
+    Int(i64),
+    /// Floating-point constant, already rounded to the value's type.
+    Float(f64),
+}
+
+/// Elementwise unary operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// Arithmetic negation.
+    Neg,
+    /// Logical not (bool) or bitwise not (integers).
+    Not,
+    /// e^x.
+    Exp,
+    /// 2^x.
+    Exp2,
+    /// Natural logarithm.
+    Log,
+    /// Base-2 logarithm.
+    Log2,
+    /// Square root.
+    Sqrt,
+    /// 1/sqrt(x).
+    Rsqrt,
+    /// Absolute value.
+    Abs,
+    /// log(1 + e^x).
+    Softplus,
+    /// 1 / (1 + e^-x).
+    Sigmoid,
+    /// x * sigmoid(x).
+    Silu,
+    /// Hyperbolic tangent.
+    Tanh,
+}
+
+/// Elementwise binary operations (both operands and result share one type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// a + b (wrapping for integers).
+    Add,
+    /// a - b (wrapping for integers).
+    Sub,
+    /// a * b (wrapping for integers).
+    Mul,
+    /// a / b; integers truncate toward zero (Rust semantics).
+    Div,
+    /// Remainder with the sign of the dividend (Rust semantics); integers only.
+    Rem,
+    /// Minimum (for floats, NaN if either operand is NaN).
+    Min,
+    /// Maximum (for floats, NaN if either operand is NaN).
+    Max,
+    /// Bitwise / logical and.
+    And,
+    /// Bitwise / logical or.
+    Or,
+    /// Bitwise / logical xor.
+    Xor,
+    /// Shift left (integers).
+    Shl,
+    /// Shift right (arithmetic for signed, logical for unsigned).
+    Shr,
+}
+
+/// Comparison predicates; the result is a bool tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// a == b
+    Eq,
+    /// a != b
+    Ne,
+    /// a < b
+    Lt,
+    /// a <= b
+    Le,
+    /// a > b
+    Gt,
+    /// a >= b
+    Ge,
+}
+
+/// How a cast rounds when the destination cannot represent the source exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rounding {
+    /// Round to nearest, ties to even (float→float, int→float); toward zero, saturating, NaN→0
+    /// for float→int (Rust `as` semantics).
+    Nearest,
+    /// Stochastic rounding driven by caller-supplied random bits (a `u32` tile of the same shape).
+    Stochastic(Value),
+}
+
+/// The combining function of a reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    /// Sum.
+    Sum,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+}
+
+/// The combining function of an inclusive scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanKind {
+    /// Running sum.
+    Sum,
+    /// Running product.
+    Prod,
+}
+
+/// Atomic read-modify-write operations; each returns the old value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicKind {
+    /// *p += v
+    Add,
+    /// *p = max(*p, v)
+    Max,
+    /// if *p == cmp { *p = v }
+    Cas,
+}
+
+/// One operation. Results are listed in the owning [`Inst`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// The kernel parameter with this index (a scalar or a pointer).
+    Param(usize),
+    /// A constant splatted to the result shape.
+    Const(Const),
+    /// The program index along an axis (0..3), an `i32` scalar.
+    ProgramId(u8),
+    /// The number of programs along an axis (0..3), an `i32` scalar.
+    NumPrograms(u8),
+    /// `[0, 1, ..., n-1]` as an `i32` tile of shape `[n]`.
+    Arange,
+    /// A scalar repeated to the result shape.
+    Splat(Value),
+    /// Size-1 dimensions expanded to the result shape (same rank).
+    Broadcast(Value),
+    /// A new size-1 dimension inserted at the given axis.
+    ExpandDims(Value, usize),
+    /// The same elements in row-major order with another shape.
+    Reshape(Value),
+    /// A 2-D transpose.
+    Trans(Value),
+    /// Elementwise unary operation.
+    Unary(UnaryOp, Value),
+    /// Elementwise binary operation.
+    Binary(BinaryOp, Value, Value),
+    /// Elementwise comparison.
+    Cmp(CmpOp, Value, Value),
+    /// Elementwise `cond ? a : b`.
+    Select(Value, Value, Value),
+    /// Elementwise conversion to the result's element type.
+    Cast(Value, Rounding),
+    /// Pointer tile plus an integer offset tile, in elements.
+    AddPtr(Value, Value),
+    /// Load through a pointer tile; masked-off lanes produce `other` (zero when absent).
+    Load {
+        /// Pointers.
+        ptr: Value,
+        /// Which lanes are loaded.
+        mask: Option<Value>,
+        /// Value for masked-off lanes.
+        other: Option<Value>,
+    },
+    /// Store through a pointer tile; masked-off lanes are not written.
+    Store {
+        /// Pointers.
+        ptr: Value,
+        /// Values stored.
+        value: Value,
+        /// Which lanes are stored.
+        mask: Option<Value>,
+    },
+    /// Reduction along one axis; the axis is removed from the shape.
+    Reduce {
+        /// Input tile.
+        value: Value,
+        /// Reduced axis.
+        axis: usize,
+        /// Combining function.
+        kind: ReduceKind,
+    },
+    /// Inclusive scan along one axis; the shape is unchanged.
+    Scan {
+        /// Input tile.
+        value: Value,
+        /// Scanned axis.
+        axis: usize,
+        /// Combining function.
+        kind: ScanKind,
+    },
+    /// `acc + a @ b` for 2-D tiles, accumulated in f32.
+    Dot {
+        /// `[M, K]` operand.
+        a: Value,
+        /// `[K, N]` operand.
+        b: Value,
+        /// `[M, N]` f32 accumulator.
+        acc: Value,
+    },
+    /// Atomic read-modify-write through a pointer tile; returns the old values.
+    Atomic {
+        /// Operation.
+        kind: AtomicKind,
+        /// Pointers.
+        ptr: Value,
+        /// Operand (new value for `Cas`).
+        value: Value,
+        /// Expected value for `Cas`.
+        cmp: Option<Value>,
+        /// Which lanes take part.
+        mask: Option<Value>,
+    },
+    /// A runtime loop `for iv in (lo..hi).step_by(step)` over i32 scalars. `body.args` are
+    /// `[iv, carried...]`; the body ends in a `Yield` of the next carried values; the results
+    /// are the carried values after the last iteration (the initial ones if it never runs).
+    For {
+        /// Lower bound (inclusive).
+        lo: Value,
+        /// Upper bound (exclusive).
+        hi: Value,
+        /// Positive step.
+        step: Value,
+        /// Initial carried values.
+        init: Vec<Value>,
+        /// Loop body.
+        body: Block,
+    },
+    /// A runtime branch on a bool scalar; each block ends in a `Yield` of the results.
+    If {
+        /// Condition.
+        cond: Value,
+        /// Taken when `cond` is true.
+        then_block: Block,
+        /// Taken otherwise.
+        else_block: Block,
+    },
+    /// Ends a nested block, passing values to the enclosing `For` or `If`.
+    Yield(Vec<Value>),
+}
+
+/// An operation with its result values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inst {
+    /// The operation.
+    pub op: Op,
+    /// Values it defines.
+    pub results: Vec<Value>,
+}
+
+/// A straight-line list of instructions with block arguments.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Block {
+    /// Values bound on entry (loop induction variable and carried values).
+    pub args: Vec<Value>,
+    /// Instructions in order.
+    pub insts: Vec<Inst>,
+}
+
+/// A kernel parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    /// Name as written in the source.
+    pub name: String,
+    /// Scalar or pointer type (rank 0).
+    pub dtype: DType,
+    /// Known power-of-two divisor of an integer argument (1 = nothing known); pointers are
+    /// assumed 16-byte aligned.
+    pub divisibility: u32,
+}
+
+/// A traced kernel specialization.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// Kernel name.
+    pub name: String,
+    /// Runtime parameters in order.
+    pub params: Vec<Param>,
+    /// Constexpr values this specialization was traced with, for naming and caching.
+    pub constexprs: Vec<(String, i64)>,
+    /// Warps per program.
+    pub num_warps: u32,
+    /// Type of every value, indexed by [`Value`].
+    pub values: Vec<Ty>,
+    /// Kernel body.
+    pub body: Block,
+}
+
+impl Kernel {
+    /// The type of a value.
+    pub fn ty(&self, v: Value) -> &Ty {
+        &self.values[v.0 as usize]
+    }
+    /// Defines a new value of the given type.
+    pub fn new_value(&mut self, ty: Ty) -> Value {
+        self.values.push(ty);
+        Value(self.values.len() as u32 - 1)
+    }
+    /// The mangled specialization name used as the PTX entry, e.g. `add_BLOCK1024_w4`.
+    pub fn entry_name(&self) -> String {
+        let mut s = self.name.clone();
+        for (k, v) in &self.constexprs {
+            let _ = write!(s, "_{k}{}", if *v < 0 { format!("m{}", -v) } else { v.to_string() });
+        }
+        let _ = write!(s, "_w{}", self.num_warps);
+        s
+    }
+}
+
+impl Op {
+    /// Values this op reads directly (not those inside nested blocks).
+    pub fn operands(&self) -> Vec<Value> {
+        match self {
+            Op::Param(_) | Op::Const(_) | Op::ProgramId(_) | Op::NumPrograms(_) | Op::Arange => vec![],
+            Op::Splat(a) | Op::Broadcast(a) | Op::ExpandDims(a, _) | Op::Reshape(a) | Op::Trans(a) => vec![*a],
+            Op::Unary(_, a) => vec![*a],
+            Op::Binary(_, a, b) | Op::Cmp(_, a, b) | Op::AddPtr(a, b) => vec![*a, *b],
+            Op::Select(c, a, b) => vec![*c, *a, *b],
+            Op::Cast(a, r) => match r {
+                Rounding::Nearest => vec![*a],
+                Rounding::Stochastic(bits) => vec![*a, *bits],
+            },
+            Op::Load { ptr, mask, other } => [Some(*ptr), *mask, *other].into_iter().flatten().collect(),
+            Op::Store { ptr, value, mask } => [Some(*ptr), Some(*value), *mask].into_iter().flatten().collect(),
+            Op::Reduce { value, .. } | Op::Scan { value, .. } => vec![*value],
+            Op::Dot { a, b, acc } => vec![*a, *b, *acc],
+            Op::Atomic { ptr, value, cmp, mask, .. } => {
+                [Some(*ptr), Some(*value), *cmp, *mask].into_iter().flatten().collect()
+            }
+            Op::For { lo, hi, step, init, .. } => {
+                let mut v = vec![*lo, *hi, *step];
+                v.extend(init);
+                v
+            }
+            Op::If { cond, .. } => vec![*cond],
+            Op::Yield(vs) => vs.clone(),
+        }
+    }
+
+    /// True if the op writes memory or otherwise must not be removed or merged.
+    pub fn has_side_effects(&self) -> bool {
+        matches!(self, Op::Store { .. } | Op::Atomic { .. } | Op::Yield(_))
+    }
+
+    /// Nested blocks of control-flow ops.
+    pub fn blocks(&self) -> Vec<&Block> {
+        match self {
+            Op::For { body, .. } => vec![body],
+            Op::If { then_block, else_block, .. } => vec![then_block, else_block],
+            _ => vec![],
+        }
+    }
+
+    /// Nested blocks of control-flow ops, mutably.
+    pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        match self {
+            Op::For { body, .. } => vec![body],
+            Op::If { then_block, else_block, .. } => vec![then_block, else_block],
+            _ => vec![],
+        }
+    }
+
+    /// Rewrites every operand (not inside nested blocks) through `f`.
+    pub fn map_operands(&mut self, mut f: impl FnMut(Value) -> Value) {
+        let mut g = |v: &mut Value| *v = f(*v);
+        match self {
+            Op::Param(_) | Op::Const(_) | Op::ProgramId(_) | Op::NumPrograms(_) | Op::Arange => {}
+            Op::Splat(a) | Op::Broadcast(a) | Op::ExpandDims(a, _) | Op::Reshape(a) | Op::Trans(a) => g(a),
+            Op::Unary(_, a) => g(a),
+            Op::Binary(_, a, b) | Op::Cmp(_, a, b) | Op::AddPtr(a, b) => {
+                g(a);
+                g(b)
+            }
+            Op::Select(c, a, b) => {
+                g(c);
+                g(a);
+                g(b)
+            }
+            Op::Cast(a, r) => {
+                g(a);
+                if let Rounding::Stochastic(bits) = r {
+                    g(bits)
+                }
+            }
+            Op::Load { ptr, mask, other } => {
+                g(ptr);
+                mask.iter_mut().for_each(&mut g);
+                other.iter_mut().for_each(&mut g);
+            }
+            Op::Store { ptr, value, mask } => {
+                g(ptr);
+                g(value);
+                mask.iter_mut().for_each(&mut g);
+            }
+            Op::Reduce { value, .. } | Op::Scan { value, .. } => g(value),
+            Op::Dot { a, b, acc } => {
+                g(a);
+                g(b);
+                g(acc)
+            }
+            Op::Atomic { ptr, value, cmp, mask, .. } => {
+                g(ptr);
+                g(value);
+                cmp.iter_mut().for_each(&mut g);
+                mask.iter_mut().for_each(&mut g);
+            }
+            Op::For { lo, hi, step, init, .. } => {
+                g(lo);
+                g(hi);
+                g(step);
+                init.iter_mut().for_each(&mut g);
+            }
+            Op::If { cond, .. } => g(cond),
+            Op::Yield(vs) => vs.iter_mut().for_each(&mut g),
+        }
+    }
+
+    /// Short mnemonic used in IR text and error messages.
+    pub fn mnemonic(&self) -> String {
+        match self {
+            Op::Param(i) => format!("param {i}"),
+            Op::Const(c) => match c {
+                Const::Bool(b) => format!("const {b}"),
+                Const::Int(i) => format!("const {i}"),
+                Const::Float(x) => format!("const {x:?}"),
+            },
+            Op::ProgramId(a) => format!("program_id {a}"),
+            Op::NumPrograms(a) => format!("num_programs {a}"),
+            Op::Arange => "arange".into(),
+            Op::Splat(_) => "splat".into(),
+            Op::Broadcast(_) => "broadcast".into(),
+            Op::ExpandDims(_, a) => format!("expand_dims axis={a}"),
+            Op::Reshape(_) => "reshape".into(),
+            Op::Trans(_) => "trans".into(),
+            Op::Unary(u, _) => format!("{u:?}").to_lowercase(),
+            Op::Binary(b, _, _) => format!("{b:?}").to_lowercase(),
+            Op::Cmp(c, _, _) => format!("cmp.{}", format!("{c:?}").to_lowercase()),
+            Op::Select(..) => "select".into(),
+            Op::Cast(_, Rounding::Nearest) => "cast".into(),
+            Op::Cast(_, Rounding::Stochastic(_)) => "cast.rs".into(),
+            Op::AddPtr(..) => "addptr".into(),
+            Op::Load { .. } => "load".into(),
+            Op::Store { .. } => "store".into(),
+            Op::Reduce { axis, kind, .. } => format!("reduce.{} axis={axis}", format!("{kind:?}").to_lowercase()),
+            Op::Scan { axis, kind, .. } => format!("scan.{} axis={axis}", format!("{kind:?}").to_lowercase()),
+            Op::Dot { .. } => "dot".into(),
+            Op::Atomic { kind, .. } => format!("atomic.{}", format!("{kind:?}").to_lowercase()),
+            Op::For { .. } => "for".into(),
+            Op::If { .. } => "if".into(),
+            Op::Yield(_) => "yield".into(),
+        }
+    }
+}
+
+/// Walks every instruction of a block and its nested blocks, in program order.
+pub fn walk_insts<'a>(block: &'a Block, f: &mut impl FnMut(&'a Inst)) {
+    for inst in &block.insts {
+        f(inst);
+        for b in inst.op.blocks() {
+            walk_insts(b, f);
+        }
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let params: Vec<String> =
+            self.params.iter().map(|p| format!("{}: {}", p.name, p.dtype)).collect();
+        let consts: Vec<String> = self.constexprs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(
+            f,
+            "kernel {}({}) [{}] num_warps={} {{",
+            self.name,
+            params.join(", "),
+            consts.join(", "),
+            self.num_warps
+        )?;
+        self.fmt_block(f, &self.body, 1)?;
+        writeln!(f, "}}")
+    }
+}
+
+impl Kernel {
+    fn fmt_block(&self, f: &mut fmt::Formatter<'_>, block: &Block, depth: usize) -> fmt::Result {
+        let pad = "  ".repeat(depth);
+        for inst in &block.insts {
+            write!(f, "{pad}")?;
+            if !inst.results.is_empty() {
+                let rs: Vec<String> =
+                    inst.results.iter().map(|r| format!("%{}: {}", r.0, self.ty(*r))).collect();
+                write!(f, "{} = ", rs.join(", "))?;
+            }
+            write!(f, "{}", inst.op.mnemonic())?;
+            let ops = inst.op.operands();
+            if !ops.is_empty() {
+                let os: Vec<String> = ops.iter().map(|o| format!("%{}", o.0)).collect();
+                write!(f, " {}", os.join(", "))?;
+            }
+            let blocks = inst.op.blocks();
+            if blocks.is_empty() {
+                writeln!(f)?;
+            } else {
+                for (i, b) in blocks.iter().enumerate() {
+                    let args: Vec<String> = b.args.iter().map(|a| format!("%{}", a.0)).collect();
+                    let sep = if i == 0 { " " } else { "" };
+                    writeln!(f, "{sep}({}) {{", args.join(", "))?;
+                    self.fmt_block(f, b, depth + 1)?;
+                    write!(f, "{pad}}}")?;
+                    if i + 1 < blocks.len() {
+                        write!(f, " else ")?;
+                    }
+                }
+                writeln!(f)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `i32` scalar type, used for indices.
+pub fn i32_scalar() -> Ty {
+    Ty::scalar(DType::Val(Elem::I32))
+}

@@ -1,0 +1,29 @@
+//! # replay-dsl
+//!
+//! The compiler of the replay tile language: a kernel body written in Rust (usually under
+//! `#[kernel]`) is *traced* into a tile IR ([`ir`]), optimised by [`passes`], lowered to PTX for
+//! sm_90a or sm_100a by [`ptx`], or executed on the CPU by [`interp`].
+
+pub mod error;
+pub mod front;
+pub mod ir;
+pub mod types;
+
+pub use error::{CompileError, ErrorKind};
+pub use types::{DType, Elem, Ty};
+
+/// Everything a kernel body needs in scope.
+pub mod prelude {
+    pub use crate::front::control::{for_range, range, range_step, Carry, Cond};
+    pub use crate::front::ops::{
+        abs, arange, atomic_add, atomic_cas, atomic_max, cumprod, cumsum, dot, dot_acc, exp, exp2, load,
+        load_or, log, log2, max, max_all, maximum, min, min_all, minimum, num_programs, program_id, rsqrt,
+        select, sigmoid, silu, softplus, sqrt, static_assert, store, sum, sum_all, tanh, Compare, Logic,
+        MaskArg,
+    };
+    pub use crate::front::tile::{constant, full, zeros, Element, Float, Int, Num, Operand, Ptr, Scalar, Tile};
+    pub use float8::F8E4M3;
+    pub use half::{bf16, f16};
+}
+pub mod spec;
+pub use spec::{ConfigValues, KernelDef, ParamSpec, Specialization};
