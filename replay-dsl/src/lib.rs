@@ -27,3 +27,7 @@ pub mod prelude {
 }
 pub mod spec;
 pub use spec::{ConfigValues, KernelDef, ParamSpec, Specialization};
+pub mod backend;
+pub mod compile;
+pub mod passes;
+pub use compile::{compile, Compiled, Target};
