@@ -26,6 +26,25 @@ impl<T: Element> Carry for Tile<T> {
     }
 }
 
+/// Plain Rust values can be branch state of compile-time `if`s; carrying one through a runtime
+/// loop or branch is a compile error (its value cannot change at run time).
+macro_rules! carry_plain {
+    ($($t:ty),*) => {$(
+        impl Carry for $t {
+            fn flatten(&self, _: &mut Vec<Value>) {
+                fail("carry", ErrorKind::Type(format!(
+                    "a compile-time `{}` is assigned inside a runtime loop or branch; use a tile",
+                    stringify!($t)
+                )));
+            }
+            fn rebuild(&self, _: &mut dyn Iterator<Item = Value>) -> Self {
+                *self
+            }
+        }
+    )*};
+}
+carry_plain!(usize, isize, u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, bool);
+
 impl Carry for () {
     fn flatten(&self, _: &mut Vec<Value>) {}
     fn rebuild(&self, _: &mut dyn Iterator<Item = Value>) -> Self {}

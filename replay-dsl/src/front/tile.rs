@@ -388,3 +388,28 @@ impl<T: Scalar> std::ops::Add<Tile<i64>> for Tile<Ptr<T>> {
         Tile::from_value(push1(Op::AddPtr(p, o), t))
     }
 }
+
+macro_rules! assign_op {
+    ($tr:ident, $m:ident, $op:ident, $bound:ident) => {
+        impl<T: $bound, R: Operand<T>> std::ops::$tr<R> for Tile<T> {
+            fn $m(&mut self, rhs: R) {
+                *self = binary(BinaryOp::$op, self.value, rhs.value());
+            }
+        }
+    };
+}
+assign_op!(AddAssign, add_assign, Add, Num);
+assign_op!(SubAssign, sub_assign, Sub, Num);
+assign_op!(MulAssign, mul_assign, Mul, Num);
+assign_op!(DivAssign, div_assign, Div, Num);
+assign_op!(RemAssign, rem_assign, Rem, Int);
+assign_op!(BitAndAssign, bitand_assign, And, Scalar);
+assign_op!(BitOrAssign, bitor_assign, Or, Scalar);
+assign_op!(BitXorAssign, bitxor_assign, Xor, Scalar);
+
+/// `ptr += offset` on pointer tiles.
+impl<T: Scalar, O: Operand<i32>> std::ops::AddAssign<O> for Tile<Ptr<T>> {
+    fn add_assign(&mut self, rhs: O) {
+        *self = *self + rhs;
+    }
+}
