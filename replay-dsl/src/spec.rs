@@ -66,3 +66,34 @@ pub trait KernelDef {
     /// `scalars[i]` is the i-th argument's value when it is an integer scalar.
     fn extents(config: &Self::Config, scalars: &[Option<i64>]) -> Vec<Option<u64>>;
 }
+
+/// A type-erased handle on a [`KernelDef`], for registries, the command line and tuning.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelEntry {
+    /// The kernel's name.
+    pub name: &'static str,
+    /// The kernel's source text.
+    pub source: &'static str,
+    /// The runtime parameters.
+    pub params: fn() -> Vec<ParamSpec>,
+    /// The default configuration's values (constexprs, then `num_warps`).
+    pub defaults: fn() -> Vec<(&'static str, i64)>,
+    /// Traces the configuration built from named values (missing names take defaults).
+    pub trace: fn(&[(&str, i64)], &Specialization) -> Result<Kernel, CompileError>,
+}
+
+impl KernelEntry {
+    /// The entry of kernel `K`, whose configuration must have defaults for every constexpr.
+    pub fn of<K: KernelDef>() -> KernelEntry
+    where
+        K::Config: Default,
+    {
+        KernelEntry {
+            name: K::NAME,
+            source: K::SOURCE,
+            params: K::params,
+            defaults: || K::Config::default().values(),
+            trace: |values, spec| K::trace(&K::Config::from_values(values)?, spec),
+        }
+    }
+}
