@@ -31,3 +31,5 @@ pub mod backend;
 pub mod compile;
 pub mod passes;
 pub use compile::{compile, Compiled, Target};
+pub mod host;
+pub mod interp;
