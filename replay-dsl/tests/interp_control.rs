@@ -1,0 +1,95 @@
+//! Interpreter: runtime loops (zero trips, steps, nesting, carried tuples) and runtime `if`.
+
+#[path = "interp_util.rs"]
+mod util;
+
+use replay_dsl::front::builder::trace;
+use replay_dsl::front::tile::Tile;
+use replay_dsl::interp::{run, Arg, Memory};
+use replay_dsl::ir::CmpOp;
+use replay_dsl::prelude::*;
+use replay_dsl::Elem;
+use util::*;
+
+/// Even programs double their block, odd ones add `bias`; programs whose block starts past
+/// `limit` take a nested branch that negates.
+#[test]
+fn runtime_if_per_program() {
+    let block = 32usize;
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("bias", Elem::F32), val("limit", Elem::I32)];
+    let k = trace("branchy", params, vec![], 4, |a| {
+        let x = Tile::<Ptr<f32>>::from_value(a[0]);
+        let out = Tile::<Ptr<f32>>::from_value(a[1]);
+        let bias = Tile::<f32>::from_value(a[2]);
+        let limit = Tile::<i32>::from_value(a[3]);
+        let pid = program_id(0);
+        let offs = pid * block + arange(block);
+        let v = load(x + offs, true);
+        let even = (pid % 2).compare(CmpOp::Eq, 0);
+        let v = even.branch(v, |v| v * 2.0f32, |v| v + bias);
+        let late = (pid * block).compare(CmpOp::Ge, limit);
+        let (v, flag) = late.branch((v, constant(0i32)), |(v, _)| (-v, constant(1i32)), |s| s);
+        store(out + offs, v + flag.cast::<f32>() * 1000.0f32, true);
+    })
+    .unwrap();
+    let mut rng = Rng::new("branchy");
+    let g = 10;
+    let x: Vec<f32> = rng.vec(g * block, -3.0, 3.0);
+    let bias = rng.range(1.0, 2.0) as f32;
+    let limit = 7 * block as i32;
+    let mut mem = Memory::new();
+    let bx = mem.alloc(&x);
+    let bo = mem.alloc(&poison::<f32>(g * block));
+    run(&k, [g as u32, 1, 1], &[Arg::ptr(bx), Arg::ptr(bo), Arg::F32(bias), Arg::I32(limit)], &mut mem).unwrap();
+    let out = mem.read::<f32>(bo);
+    for i in 0..g * block {
+        let p = i / block;
+        let mut v = if p % 2 == 0 { x[i] * 2.0 } else { x[i] + bias };
+        if (p * block) as i32 >= limit {
+            v = -v + 1000.0;
+        }
+        assert_eq!(out[i], v, "element {i}");
+    }
+}
+
+#[test]
+fn loops_with_zero_trips_steps_nesting_and_tuples() {
+    let params = vec![ptr("out", Elem::I32), val("lo", Elem::I32), val("hi", Elem::I32), val("step", Elem::I32)];
+    let k = trace("loops", params, vec![], 4, |a| {
+        let out = Tile::<Ptr<i32>>::from_value(a[0]);
+        let (lo, hi, step) = (Tile::<i32>::from_value(a[1]), Tile::<i32>::from_value(a[2]), Tile::<i32>::from_value(a[3]));
+        // (count, sum of i, sum over a nested loop of i*j for j in 0..i)
+        let init = (constant(0i32), constant(0i32), constant(0i32));
+        let (count, sum, nested) = for_range(range_step(lo, hi, step), init, |i, (c, s, n)| {
+            let inner = for_range(range(0, i), n, |j, n| n + i * j);
+            (c + 1, s + i, inner)
+        });
+        store(out, count, true);
+        store(out + 1, sum, true);
+        store(out + 2, nested, true);
+        // A tile carried through a loop.
+        let t = for_range(range(0, 3), arange(8), |_, t| t * 2 + 1);
+        store(out + 3 + arange(8), t, true);
+    })
+    .unwrap();
+    let mut rng = Rng::new("loops");
+    for (lo, hi, step) in [(0, 0, 1), (5, 2, 1), (-3, 20, 4), (0, 1, 100), (rng.int(-10, 10) as i32, rng.int(-10, 40) as i32, rng.int(1, 6) as i32)] {
+        let mut mem = Memory::new();
+        let out = mem.alloc(&[-99i32; 11]);
+        run(&k, [1, 1, 1], &[Arg::ptr(out), Arg::I32(lo), Arg::I32(hi), Arg::I32(step)], &mut mem).unwrap();
+        let got = mem.read::<i32>(out);
+        let (mut c, mut s, mut n) = (0, 0, 0);
+        let mut i = lo;
+        while i < hi {
+            c += 1;
+            s += i;
+            for j in 0..i.max(0) {
+                n += i * j;
+            }
+            i += step;
+        }
+        assert_eq!(&got[..3], &[c, s, n], "lo={lo} hi={hi} step={step}");
+        let t: Vec<i32> = (0..8).map(|v| ((v * 2 + 1) * 2 + 1) * 2 + 1).collect();
+        assert_eq!(&got[3..], &t[..]);
+    }
+}

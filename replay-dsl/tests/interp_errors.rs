@@ -1,0 +1,148 @@
+//! Interpreter: argument checking and memory faults are typed errors, never panics or
+//! out-of-bounds writes.
+
+#[path = "interp_util.rs"]
+mod util;
+
+use half::f16;
+use replay_dsl::front::builder::trace;
+use replay_dsl::front::tile::Tile;
+use replay_dsl::interp::{run, Arg, BufferId, InterpError, Memory};
+use replay_dsl::ir::{CmpOp, Kernel};
+use replay_dsl::prelude::*;
+use replay_dsl::{DType, Elem};
+use util::*;
+
+/// out[i] = x[i] * 2 for i < n (masked), BLOCK = 64 per program.
+fn scale_kernel() -> Kernel {
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("n", Elem::I32)];
+    trace("scale", params, vec![], 4, |a| {
+        let x = Tile::<Ptr<f32>>::from_value(a[0]);
+        let out = Tile::<Ptr<f32>>::from_value(a[1]);
+        let n = Tile::<i32>::from_value(a[2]);
+        let offs = program_id(0) * 64 + arange(64);
+        let mask = offs.compare(CmpOp::Lt, n);
+        store(out + offs, load(x + offs, mask) * 2.0f32, mask);
+    })
+    .unwrap()
+}
+
+#[test]
+fn out_of_bounds_load_names_kernel_op_program_and_offset() {
+    let k = scale_kernel();
+    let mut mem = Memory::new();
+    let x = mem.alloc(&[1.0f32; 100]);
+    let out = mem.alloc(&[0.0f32; 200]);
+    // n = 150 exceeds x (100 elements): program 1 (offsets 64..128) reads x[100].
+    let err = run(&k, [3, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(150)], &mut mem).unwrap_err();
+    match &err {
+        InterpError::OutOfBounds { kernel, op, program, buffer, offset, len } => {
+            assert_eq!((kernel.as_str(), op.as_str(), *program), ("scale", "load", [1, 0, 0]));
+            assert_eq!((*buffer, *offset, *len), (x.0, 100, 100));
+        }
+        e => panic!("unexpected {e}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("scale") && msg.contains("load") && msg.contains("100"), "{msg}");
+    // Program 0 completed before the fault; program 1 stored nothing.
+    let o = mem.read::<f32>(out);
+    assert!(o[..64].iter().all(|&v| v == 2.0));
+    assert!(o[64..].iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn out_of_bounds_store_writes_nothing() {
+    let k = scale_kernel();
+    let mut mem = Memory::new();
+    let x = mem.alloc(&[1.0f32; 128]);
+    let out = mem.alloc(&[0.0f32; 100]);
+    let err = run(&k, [2, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(128)], &mut mem).unwrap_err();
+    assert!(
+        matches!(&err, InterpError::OutOfBounds { op, program: [1, 0, 0], offset: 100, len: 100, .. } if op == "store"),
+        "{err}"
+    );
+    let o = mem.read::<f32>(out);
+    assert!(o[..64].iter().all(|&v| v == 2.0));
+    assert!(o[64..].iter().all(|&v| v == 0.0), "a faulting store wrote some lanes");
+}
+
+#[test]
+fn negative_offsets_and_masked_lanes() {
+    let k = scale_kernel();
+    let mut mem = Memory::new();
+    let x = mem.alloc(&[1.0f32; 64]);
+    let out = mem.alloc(&[0.0f32; 64]);
+    let err = run(&k, [1, 1, 1], &[Arg::ptr_at(x, -1), Arg::ptr(out), Arg::I32(64)], &mut mem).unwrap_err();
+    assert!(matches!(&err, InterpError::OutOfBounds { offset: -1, .. }), "{err}");
+    // Masked-off lanes may point anywhere: n = 1 with x shifted to its last element is fine.
+    run(&k, [1, 1, 1], &[Arg::ptr_at(x, 63), Arg::ptr_at(out, 63), Arg::I32(1)], &mut mem).unwrap();
+    assert_eq!(mem.read::<f32>(out)[63], 2.0);
+    // Pointers far outside every buffer.
+    let err = run(&k, [1, 1, 1], &[Arg::ptr_at(x, i64::MAX - 10), Arg::ptr(out), Arg::I32(64)], &mut mem).unwrap_err();
+    assert!(matches!(&err, InterpError::OutOfBounds { .. }), "{err}");
+}
+
+#[test]
+fn wrong_argument_count_and_types() {
+    let k = scale_kernel();
+    let mut mem = Memory::new();
+    let x = mem.alloc(&[1.0f32; 64]);
+    let h = mem.alloc(&[f16::ONE; 64]);
+    let err = run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(x)], &mut mem).unwrap_err();
+    assert_eq!(err, InterpError::ArgCount { kernel: "scale".into(), expected: 3, got: 2 });
+    let err = run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(x), Arg::F32(1.0)], &mut mem).unwrap_err();
+    assert!(
+        matches!(&err, InterpError::ArgType { kernel, index: 2, param, expected: DType::Val(Elem::I32), .. } if kernel == "scale" && param == "n"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("`n`"), "{err}");
+    let err = run(&k, [1, 1, 1], &[Arg::I32(0), Arg::ptr(x), Arg::I32(1)], &mut mem).unwrap_err();
+    assert!(matches!(&err, InterpError::ArgType { index: 0, .. }), "{err}");
+    // A pointer into a buffer of another element type.
+    let err = run(&k, [1, 1, 1], &[Arg::ptr(h), Arg::ptr(x), Arg::I32(1)], &mut mem).unwrap_err();
+    assert!(matches!(&err, InterpError::ArgType { index: 0, param, .. } if param == "x"), "{err}");
+    assert!(err.to_string().contains("f16"), "{err}");
+    // A buffer that does not exist.
+    let err = run(&k, [1, 1, 1], &[Arg::ptr(BufferId(99)), Arg::ptr(x), Arg::I32(1)], &mut mem).unwrap_err();
+    assert!(matches!(&err, InterpError::ArgType { index: 0, .. }), "{err}");
+}
+
+#[test]
+fn loop_step_must_be_positive() {
+    let params = vec![ptr("out", Elem::I32), val("step", Elem::I32)];
+    let k = trace("steps", params, vec![], 4, |a| {
+        let out = Tile::<Ptr<i32>>::from_value(a[0]);
+        let step = Tile::<i32>::from_value(a[1]);
+        let count = for_range(range_step(0, 10, step), constant(0i32), |_, c| c + 1);
+        store(out, count, true);
+    })
+    .unwrap();
+    let mut mem = Memory::new();
+    let out = mem.alloc(&[-1i32]);
+    run(&k, [1, 1, 1], &[Arg::ptr(out), Arg::I32(3)], &mut mem).unwrap();
+    assert_eq!(mem.read::<i32>(out), vec![4]);
+    for step in [0, -2] {
+        let err = run(&k, [1, 1, 1], &[Arg::ptr(out), Arg::I32(step)], &mut mem).unwrap_err();
+        assert!(matches!(&err, InterpError::BadStep { op, step: s, .. } if op == "for" && *s == step as i64), "{err}");
+    }
+}
+
+#[test]
+fn faults_inside_loops_and_branches_are_reported() {
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("n", Elem::I32)];
+    let k = trace("loopfault", params, vec![], 4, |a| {
+        let x = Tile::<Ptr<f32>>::from_value(a[0]);
+        let out = Tile::<Ptr<f32>>::from_value(a[1]);
+        let n = Tile::<i32>::from_value(a[2]);
+        let acc = for_range(range_step(0, n, 16), zeros::<f32>([16]), |i, acc| acc + load(x + i + arange(16), true));
+        store(out + arange(16), acc, true);
+    })
+    .unwrap();
+    let mut mem = Memory::new();
+    let x = mem.alloc(&[1.0f32; 40]);
+    let out = mem.alloc(&[0.0f32; 16]);
+    let err = run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(48)], &mut mem).unwrap_err();
+    assert!(matches!(&err, InterpError::OutOfBounds { op, offset: 40, .. } if op == "load"), "{err}");
+    assert_eq!(err.kernel(), "loopfault");
+    assert_eq!(err.program(), Some([0, 0, 0]));
+}
