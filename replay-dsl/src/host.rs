@@ -192,7 +192,7 @@ pub fn slice_to_bytes<T: HostElem>(data: &[T]) -> Vec<u8> {
 
 /// Decodes a little-endian byte slice (its length must be a multiple of `T::SIZE`).
 pub fn slice_from_bytes<T: HostElem>(bytes: &[u8]) -> Vec<T> {
-    assert!(bytes.len() % T::SIZE == 0, "byte length {} is not a multiple of {}", bytes.len(), T::SIZE);
+    assert!(bytes.len().is_multiple_of(T::SIZE), "byte length {} is not a multiple of {}", bytes.len(), T::SIZE);
     bytes.chunks_exact(T::SIZE).map(T::from_bytes).collect()
 }
 

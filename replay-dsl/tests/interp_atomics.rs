@@ -66,8 +66,8 @@ fn histogram_and_float_sum() {
     let grid = n.div_ceil(block) as u32;
     run(&k, [grid, 1, 1], &[Arg::ptr(bx), Arg::ptr(bw), Arg::ptr(bh), Arg::ptr(bt), Arg::ptr(bo), Arg::I32(n as i32)], &mut mem).unwrap();
     let hist = mem.read::<i32>(bh);
-    for b in 0..16 {
-        assert_eq!(hist[b], x.iter().filter(|&&v| v == b as i32).count() as i32, "bin {b}");
+    for (b, &h) in hist.iter().enumerate() {
+        assert_eq!(h, x.iter().filter(|&&v| v == b as i32).count() as i32, "bin {b}");
     }
     // Lanes apply in order: old values are the f32 prefix sums.
     let old = mem.read::<f32>(bo);
@@ -99,7 +99,7 @@ fn atomic_max_and_cas() {
         store(seen + pid, prev, true);
         // Masked lanes of an atomic do nothing: only even lanes add.
         let even = (arange(block) % 2).compare(CmpOp::Eq, 0);
-        atomic_add(best + (arange(block) * 0 + 1), 1, even);
+        atomic_add(best + (zeros::<i32>([block]) + 1), 1, even);
     })
     .unwrap();
     let mut rng = Rng::new("maxcas");
@@ -126,7 +126,7 @@ fn last_lane_wins_on_conflicting_stores() {
         let r = arange(4).expand_dims(1);
         let c = arange(8).expand_dims(0);
         // Address r (per row); value r*8 + c: the last lane of row r is c = 7.
-        store(out + (r + c * 0), r * 8 + c, true);
+        store(out + (r + zeros::<i32>([1, 8])), r * 8 + c, true);
     })
     .unwrap();
     let mut mem = Memory::new();

@@ -44,7 +44,7 @@ fn runtime_if_per_program() {
     let out = mem.read::<f32>(bo);
     for i in 0..g * block {
         let p = i / block;
-        let mut v = if p % 2 == 0 { x[i] * 2.0 } else { x[i] + bias };
+        let mut v = if p.is_multiple_of(2) { x[i] * 2.0 } else { x[i] + bias };
         if (p * block) as i32 >= limit {
             v = -v + 1000.0;
         }

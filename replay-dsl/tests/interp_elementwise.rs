@@ -40,7 +40,7 @@ fn check_axpy<T: Float + HostElem>(rng: &mut Rng, lo: f64, hi: f64) {
     let k = axpy_kernel::<T>(block);
     for _ in 0..3 {
         let n = rng.int(1, 2000) as usize;
-        let n = if n % block == 0 { n + 1 } else { n };
+        let n = if n.is_multiple_of(block) { n + 1 } else { n };
         let x: Vec<T> = rng.vec(n, lo, hi);
         let y: Vec<T> = rng.vec(n, lo, hi);
         let mut mem = Memory::new();

@@ -174,7 +174,7 @@ fn check_scans<T: Float + HostElem>(rng: &mut Rng, rtol: f64) {
     let x: Vec<T> = (0..total)
         .map(|_| {
             let m = rng.range(0.8, 1.25);
-            T::from_f64(if rng.u32() % 2 == 0 { m } else { -m })
+            T::from_f64(if rng.u32().is_multiple_of(2) { m } else { -m })
         })
         .collect();
     let xs = to_f64(&x);

@@ -110,7 +110,7 @@ fn probability_is_exactly_p_for_crafted_bits() {
             tested += 1;
             let a = (x as f64).abs();
             let p = ((a - lo) / (hi - lo) * 4294967296.0).floor();
-            assert!(p >= 1.0 && p < 4294967296.0, "{x:e}: p = {p}");
+            assert!((1.0..4294967296.0).contains(&p), "{x:e}: p = {p}");
             let p = p as u64;
             let s = |v: f64| v.copysign(x as f64);
             // r < p → hi, r ≥ p → lo: exactly p of the 2^32 bit patterns round up.

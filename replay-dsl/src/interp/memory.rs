@@ -56,7 +56,7 @@ impl Memory {
     /// Allocates a buffer of `elem` from its little-endian bytes (the length must be a multiple
     /// of the element size).
     pub fn alloc_bytes(&mut self, elem: Elem, bytes: Vec<u8>) -> BufferId {
-        assert!(bytes.len() % elem.bytes() == 0, "{} bytes is not a whole number of {elem}", bytes.len());
+        assert!(bytes.len().is_multiple_of(elem.bytes()), "{} bytes is not a whole number of {elem}", bytes.len());
         self.push(Buffer { elem, len: bytes.len() / elem.bytes(), bytes })
     }
 
