@@ -146,3 +146,21 @@ fn faults_inside_loops_and_branches_are_reported() {
     assert_eq!(err.kernel(), "loopfault");
     assert_eq!(err.program(), Some([0, 0, 0]));
 }
+
+/// An access whose pointer element type differs from the buffer's (only reachable with
+/// ill-typed IR, since launches check pointer arguments) is a typed error too.
+#[test]
+fn element_type_mismatch_is_an_error() {
+    let mut k = scale_kernel();
+    // Claim the parameter is an f16 pointer so the launch accepts an f16 buffer; the load
+    // inside still reads f32.
+    k.params[0].dtype = DType::Ptr(Elem::F16);
+    let mut mem = Memory::new();
+    let h = mem.alloc(&[f16::ONE; 64]);
+    let out = mem.alloc(&[0.0f32; 64]);
+    let err = run(&k, [1, 1, 1], &[Arg::ptr(h), Arg::ptr(out), Arg::I32(64)], &mut mem).unwrap_err();
+    assert!(
+        matches!(&err, InterpError::ElemMismatch { op, pointer: Elem::F32, buffer_elem: Elem::F16, offset: 0, .. } if op == "load"),
+        "{err}"
+    );
+}
