@@ -1,0 +1,258 @@
+//! Loaded kernels: traced, compiled to PTX, JIT-loaded by the driver (`cuModuleLoadData`) and
+//! cached per device by (kernel, config, specialization, target).
+
+use super::device::{Device, DeviceKind};
+use crate::error::{Result, RuntimeError};
+use cudarc::driver::{result, sys, CudaContext};
+use replay_dsl::ir::Kernel;
+use replay_dsl::{CompileError, Compiled, Specialization, Target};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+/// What identifies one loaded module on a device.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ModuleKey {
+    /// Kernel name.
+    pub kernel: String,
+    /// Constexpr values then `num_warps`, as [`replay_dsl::ConfigValues::values`] gives them.
+    pub config: Vec<(String, i64)>,
+    /// Facts about integer arguments the code relies on.
+    pub specialization: Specialization,
+    /// Code generation target (`None` on the interpreter).
+    pub target: Option<Target>,
+}
+
+/// Resource usage the driver reports for a loaded kernel (`cuFuncGetAttribute`); on the
+/// interpreter only `num_threads` and `shared_bytes` are known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadInfo {
+    /// Threads per program (block).
+    pub num_threads: u32,
+    /// Static shared memory in bytes.
+    pub shared_bytes: u32,
+    /// Registers per thread (`None` on the interpreter).
+    pub num_regs: Option<u32>,
+    /// Local (spill) memory per thread in bytes (`None` on the interpreter).
+    pub local_bytes: Option<u32>,
+}
+
+pub(crate) struct CudaFunction {
+    module: sys::CUmodule,
+    pub(crate) func: sys::CUfunction,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: module and function handles may be used from any thread once the owning context
+// is bound, which every use does first.
+unsafe impl Send for CudaFunction {}
+// SAFETY: as above; the handles are immutable after loading.
+unsafe impl Sync for CudaFunction {}
+
+impl Drop for CudaFunction {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: loaded in `load_cuda`, unloaded only here.
+            let _ = unsafe { result::module::unload(self.module) };
+        }
+    }
+}
+
+/// A kernel specialization ready to launch on one device.
+pub struct LoadedKernel {
+    /// Its cache key.
+    pub key: ModuleKey,
+    /// The traced tile IR (what the interpreter runs).
+    pub ir: Kernel,
+    /// Compilation output (`None` on the interpreter).
+    pub compiled: Option<Compiled>,
+    /// Resource usage.
+    pub info: LoadInfo,
+    pub(crate) cuda: Option<CudaFunction>,
+}
+
+impl std::fmt::Debug for LoadedKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedKernel")
+            .field("key", &self.key)
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+/// Per-device cache of loaded kernels.
+#[derive(Default)]
+pub(crate) struct ModuleCache {
+    map: Mutex<HashMap<ModuleKey, Arc<LoadedKernel>>>,
+}
+
+impl ModuleCache {
+    pub(crate) fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaFunction> {
+    let ctx = device
+        .cuda_ctx()
+        .expect("load_cuda on a CUDA device")
+        .clone();
+    let fail = |message: String| RuntimeError::Load {
+        kernel: kernel.to_string(),
+        entry: compiled.entry.clone(),
+        message,
+    };
+    let ptx = CString::new(compiled.ptx.as_str())
+        .map_err(|_| fail("PTX text contains a NUL byte".into()))?;
+    let entry = CString::new(compiled.entry.as_str())
+        .map_err(|_| fail("entry name contains a NUL byte".into()))?;
+    device.bind()?;
+    // SAFETY: `ptx` is a NUL-terminated PTX image that outlives the call.
+    let module = unsafe { result::module::load_data(ptx.as_ptr().cast()) }
+        .map_err(|e| fail(RuntimeError::driver("cuModuleLoadData", e).to_string()))?;
+    // SAFETY: `module` was just loaded.
+    match unsafe { result::module::get_function(module, entry) } {
+        Ok(func) => Ok(CudaFunction { module, func, ctx }),
+        Err(e) => {
+            // SAFETY: not used after this.
+            let _ = unsafe { result::module::unload(module) };
+            Err(fail(
+                RuntimeError::driver("cuModuleGetFunction", e).to_string(),
+            ))
+        }
+    }
+}
+
+fn func_attr(f: &CudaFunction, a: sys::CUfunction_attribute) -> Result<u32> {
+    // SAFETY: `f.func` belongs to a loaded module.
+    unsafe { result::function::get_function_attribute(f.func, a) }
+        .map(|v| v.max(0) as u32)
+        .map_err(|e| RuntimeError::driver("cuFuncGetAttribute", e))
+}
+
+impl Device {
+    /// The loaded kernel for `key`, tracing (`trace`), compiling and loading it on a miss.
+    /// Errors name the kernel; a failed load is not cached, so it is retried next time.
+    pub fn load_with(
+        &self,
+        key: ModuleKey,
+        trace: impl FnOnce() -> std::result::Result<Kernel, CompileError>,
+    ) -> Result<Arc<LoadedKernel>> {
+        if let Some(hit) = self
+            .inner
+            .modules
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Ok(hit.clone());
+        }
+        let ir = trace()?;
+        let loaded = match &self.inner.kind {
+            DeviceKind::Interpreter => {
+                let info = LoadInfo {
+                    num_threads: ir.num_warps * 32,
+                    ..LoadInfo::default()
+                };
+                LoadedKernel {
+                    key: key.clone(),
+                    ir,
+                    compiled: None,
+                    info,
+                    cuda: None,
+                }
+            }
+            DeviceKind::Cuda(_) => {
+                let target = key
+                    .target
+                    .or(self.info().target)
+                    .expect("a CUDA device has a target");
+                let compiled = replay_dsl::compile(&ir, target)?;
+                let func = load_cuda(self, &key.kernel, &compiled)?;
+                use sys::CUfunction_attribute as A;
+                let info = LoadInfo {
+                    num_threads: compiled.num_threads,
+                    shared_bytes: compiled.shared_bytes,
+                    num_regs: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_NUM_REGS)?),
+                    local_bytes: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?),
+                };
+                let max_threads = func_attr(&func, A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+                if compiled.num_threads > max_threads {
+                    return Err(RuntimeError::Load {
+                        kernel: key.kernel.clone(),
+                        entry: compiled.entry.clone(),
+                        message: format!(
+                            "{} threads per block requested, the driver allows {max_threads} with {} registers per thread",
+                            compiled.num_threads,
+                            info.num_regs.unwrap_or(0)
+                        ),
+                    });
+                }
+                LoadedKernel {
+                    key: key.clone(),
+                    ir,
+                    compiled: Some(compiled),
+                    info,
+                    cuda: Some(func),
+                }
+            }
+        };
+        let loaded = Arc::new(loaded);
+        let mut map = self
+            .inner
+            .modules
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Ok(map.entry(key).or_insert(loaded).clone())
+    }
+
+    /// The loaded kernel `K` for a configuration and specialization.
+    pub fn load<K: replay_dsl::KernelDef>(
+        &self,
+        config: &K::Config,
+        spec: &Specialization,
+    ) -> Result<Arc<LoadedKernel>> {
+        use replay_dsl::ConfigValues;
+        let key = ModuleKey {
+            kernel: K::NAME.to_string(),
+            config: config
+                .values()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            specialization: spec.clone(),
+            target: self.info().target,
+        };
+        self.load_with(key, || K::trace(config, spec))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replay_dsl::ErrorKind;
+
+    #[test]
+    fn interpreter_modules_are_cached_and_failures_are_not() {
+        let d = Device::interpreter();
+        let key = ModuleKey {
+            kernel: "k".into(),
+            config: vec![],
+            specialization: Specialization::default(),
+            target: None,
+        };
+        let err = d
+            .load_with(key.clone(), || {
+                Err(CompileError::new(
+                    "k",
+                    "trace",
+                    ErrorKind::Unsupported("x".into()),
+                ))
+            })
+            .unwrap_err();
+        assert!(matches!(err, RuntimeError::Compile(_)));
+        assert_eq!(d.loaded_modules(), 0);
+    }
+}

@@ -1,0 +1,54 @@
+//! The interpreter backend: runs a launch's tile IR on the CPU through
+//! [`replay_dsl::interp`], with buffers copied into the interpreter's memory and back.
+
+use super::args::ArgValue;
+use super::grid::Grid;
+use crate::driver::buffer::RawBuffer;
+use crate::driver::module::LoadedKernel;
+use crate::driver::stream::Stream;
+use crate::error::{Result, RuntimeError};
+use replay_dsl::interp::{self, Arg, Memory};
+
+/// Runs `loaded.ir` over `grid`. Works on any device: buffers are read into host memory
+/// (ordered after the work already queued on `stream`), the kernel is interpreted, and every
+/// buffer is written back (so writes through shared references land, as on a GPU).
+pub fn run(
+    stream: &Stream,
+    loaded: &LoadedKernel,
+    grid: Grid,
+    args: &[ArgValue<'_>],
+) -> Result<()> {
+    let mut mem = Memory::new();
+    let mut buffers: Vec<(&RawBuffer, interp::BufferId)> = Vec::new();
+    let mut iargs = Vec::with_capacity(args.len());
+    for a in args {
+        iargs.push(match *a {
+            ArgValue::Buffer(b) => {
+                // The same buffer passed twice aliases one interpreter buffer.
+                let id = match buffers.iter().find(|(r, _)| std::ptr::eq(*r, b)) {
+                    Some((_, id)) => *id,
+                    None => {
+                        let id = mem.alloc_bytes(b.elem(), b.read_bytes(stream)?);
+                        buffers.push((b, id));
+                        id
+                    }
+                };
+                Arg::ptr(id)
+            }
+            ArgValue::I32(v) => Arg::I32(v),
+            ArgValue::I64(v) => Arg::I64(v),
+            ArgValue::U32(v) => Arg::U32(v),
+            ArgValue::F32(v) => Arg::F32(v),
+            ArgValue::Bool(v) => Arg::Bool(v),
+        });
+    }
+    let result = interp::run(&loaded.ir, [grid.x, grid.y, grid.z], &iargs, &mut mem);
+    // Programs that ran before a fault keep their effects, as on a GPU.
+    for (b, id) in &buffers {
+        b.write_bytes(stream, mem.bytes(*id))?;
+    }
+    result.map_err(|e| RuntimeError::Interpreter {
+        kernel: loaded.key.kernel.clone(),
+        message: e.to_string(),
+    })
+}
