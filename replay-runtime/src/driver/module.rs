@@ -62,8 +62,8 @@ impl Drop for CudaFunction {
 pub struct LoadedKernel {
     /// Its cache key.
     pub key: ModuleKey,
-    /// The traced tile IR (what the interpreter runs).
-    pub ir: Kernel,
+    /// The traced tile IR (what the interpreter runs; `None` for hand-written PTX).
+    pub ir: Option<Kernel>,
     /// Compilation output (`None` on the interpreter).
     pub compiled: Option<Compiled>,
     /// Resource usage.
@@ -157,7 +157,7 @@ impl Device {
                 };
                 LoadedKernel {
                     key: key.clone(),
-                    ir,
+                    ir: Some(ir),
                     compiled: None,
                     info,
                     cuda: None,
@@ -191,7 +191,7 @@ impl Device {
                 }
                 LoadedKernel {
                     key: key.clone(),
-                    ir,
+                    ir: Some(ir),
                     compiled: Some(compiled),
                     info,
                     cuda: Some(func),
@@ -206,6 +206,47 @@ impl Device {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(key).or_insert(loaded).clone())
+    }
+
+    /// Loads hand-written (or foreign) PTX text and its entry `entry`, launched with
+    /// `num_threads` threads per block. Not cached; CUDA devices only (the interpreter has no
+    /// IR to run: [`RuntimeError::Unsupported`]).
+    pub fn load_ptx(&self, ptx: &str, entry: &str, num_threads: u32) -> Result<Arc<LoadedKernel>> {
+        if self.cuda_ctx().is_none() {
+            return Err(RuntimeError::Unsupported {
+                backend: "interpreter",
+                what: "loading PTX".into(),
+            });
+        }
+        let compiled = Compiled {
+            entry: entry.to_string(),
+            target: self.info().target.expect("a CUDA device has a target"),
+            ptx: ptx.to_string(),
+            num_threads,
+            shared_bytes: 0,
+            stages: vec![("ptx".to_string(), ptx.to_string())],
+        };
+        let func = load_cuda(self, entry, &compiled)?;
+        use sys::CUfunction_attribute as A;
+        let info = LoadInfo {
+            num_threads,
+            shared_bytes: func_attr(&func, A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
+            num_regs: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_NUM_REGS)?),
+            local_bytes: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?),
+        };
+        let key = ModuleKey {
+            kernel: entry.to_string(),
+            config: Vec::new(),
+            specialization: Specialization::default(),
+            target: self.info().target,
+        };
+        Ok(Arc::new(LoadedKernel {
+            key,
+            ir: None,
+            compiled: Some(compiled),
+            info,
+            cuda: Some(func),
+        }))
     }
 
     /// The loaded kernel `K` for a configuration and specialization.

@@ -18,6 +18,12 @@ pub fn run(
     grid: Grid,
     args: &[ArgValue<'_>],
 ) -> Result<()> {
+    let Some(ir) = loaded.ir.as_ref() else {
+        return Err(RuntimeError::Unsupported {
+            backend: "interpreter",
+            what: "a kernel without tile IR".into(),
+        });
+    };
     let mut mem = Memory::new();
     let mut buffers: Vec<(&RawBuffer, interp::BufferId)> = Vec::new();
     let mut iargs = Vec::with_capacity(args.len());
@@ -42,7 +48,7 @@ pub fn run(
             ArgValue::Bool(v) => Arg::Bool(v),
         });
     }
-    let result = interp::run(&loaded.ir, [grid.x, grid.y, grid.z], &iargs, &mut mem);
+    let result = interp::run(ir, [grid.x, grid.y, grid.z], &iargs, &mut mem);
     // Programs that ran before a fault keep their effects, as on a GPU.
     for (b, id) in &buffers {
         b.write_bytes(stream, mem.bytes(*id))?;

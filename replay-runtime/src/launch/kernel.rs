@@ -164,7 +164,7 @@ impl<K: KernelDef> CompiledKernel<K> {
                         ..Default::default()
                     },
                     key,
-                    ir,
+                    ir: Some(ir),
                     compiled: None,
                     cuda: None,
                 };
@@ -174,6 +174,29 @@ impl<K: KernelDef> CompiledKernel<K> {
                 super::interp::run(stream, &*self.load(&spec)?, grid, args)
             }
             (Engine::Device, Backend::Cuda) => launch_cuda(stream, &*self.load(&spec)?, grid, args),
+        }
+    }
+}
+
+impl LoadedKernel {
+    /// Launches with `num_threads` threads per block over `grid`, on the stream's backend,
+    /// without any argument check.
+    ///
+    /// # Safety
+    /// The arguments must match the kernel's parameters in number and type, and every buffer
+    /// must be long enough for what the kernel accesses: nothing checks it.
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: &Stream,
+        grid: Grid,
+        args: &[ArgValue<'_>],
+    ) -> Result<()> {
+        if grid.is_empty() {
+            return Ok(());
+        }
+        match stream.device().backend() {
+            Backend::Cuda => launch_cuda(stream, self, grid, args),
+            Backend::Interpreter => super::interp::run(stream, self, grid, args),
         }
     }
 }
