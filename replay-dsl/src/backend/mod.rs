@@ -1,7 +1,33 @@
 //! The PTX backend: layouts, memory-access analysis, shared-memory planning and PTX text.
+//!
+//! # Execution model
+//! One program is one CTA of `32 × num_warps` threads. Every tile value is distributed over the
+//! CTA's threads by a [`layout::Layout`]; each thread keeps its elements in virtual registers,
+//! fully unrolled (shapes are static powers of two). Scalars are replicated in every thread.
+//!
+//! # Layouts
+//! A layout assigns every register bit, lane bit and warp bit to one coordinate bit of the tile
+//! (or, for lanes and warps, to nothing: replication). The thread-dependent part of each
+//! coordinate is computed once at kernel entry from `%tid.x`; the register part is a constant.
+//! Shape ops are relabelings: `expand_dims` inserts a dimension without bits, `broadcast` drops
+//! the broadcast dimensions' bits from the source (a source register is a compile-time function
+//! of the destination's), `reshape` renames bits through the row-major flat index, `trans`
+//! swaps dimensions. A reduction along `d` combines `d`'s register bits in the thread, its lane
+//! bits with butterfly shuffles and its warp bits through shared memory; its result layout is the
+//! input's without `d`'s bits, so `expand_dims` + `broadcast` of it is free again.
+//!
+//! # Pipeline
+//! [`axis`] (contiguity/divisibility/constancy) → [`assign`] (which layout each value is
+//! computed in; conversions) → [`ptx`] (the emitter, which plans shared memory with [`smem`]).
+
+pub mod assign;
+pub mod axis;
+pub mod layout;
+pub mod ptx;
+pub mod smem;
 
 use crate::compile::Target;
-use crate::error::{CompileError, ErrorKind};
+use crate::error::CompileError;
 use crate::ir::Kernel;
 
 /// What the backend produces for one kernel specialization.
@@ -17,6 +43,9 @@ pub struct Generated {
 
 /// Lowers optimised IR to PTX for `target`.
 pub fn generate(kernel: &Kernel, target: Target) -> Result<Generated, CompileError> {
-    let _ = target;
-    Err(CompileError::new(&kernel.name, "backend", ErrorKind::Unsupported("the PTX backend is being written".into())))
+    let axis = axis::AxisTable::analyze(kernel);
+    let asg = assign::Assignment::new(kernel, &axis);
+    let layout_text = asg.describe();
+    let out = ptx::emit_kernel(kernel, asg, &axis, target)?;
+    Ok(Generated { ptx: out.ptx, shared_bytes: out.shared_bytes, stages: vec![("layout".into(), layout_text)] })
 }

@@ -1,0 +1,473 @@
+//! Layout assignment: which layout every value is computed in, and which conversions it needs.
+//!
+//! Values fall in three kinds ([`Kind`]):
+//! - **real** values are computed once, in their *natural* layout: loads, reductions, scans,
+//!   dots, atomics, loop and branch results, scalars, and elementwise ops with a real operand
+//!   (they take the natural layout of their first operand that has one);
+//! - **remat** values (constants, `arange`, splats, elementwise ops of remat values) have no
+//!   layout of their own: they are emitted at their definition once per layout their users
+//!   request (Triton's rematerialisation);
+//! - **views** (`broadcast`, `expand_dims`, `reshape`, `trans`) are free relabelings: a view in
+//!   layout `L` is its source in a translated layout, with no instructions.
+//!
+//! Requests flow backwards from every real op to its operands; a real value requested in a layout
+//! other than its natural one gets a conversion through shared memory, emitted right after its
+//! definition. Loads are anchors with a coalesced default layout, but a load whose users all ask
+//! for one other layout adopts it (so `q[None, :]` uses the sliced layout of the 2-D tile it
+//! multiplies and `v[:, None] * k[None, :]` needs no conversion). The forward and request passes
+//! repeat until no load changes its layout.
+
+use super::axis::AxisTable;
+use super::layout::{Layout, LayoutId, LayoutTable};
+use crate::ir::{Block, Inst, Kernel, Op, Value};
+use crate::types::{DType, Ty};
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+
+/// How a value obtains its registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Computed once in its natural layout, converted for users that need another.
+    Real,
+    /// Recomputed at its definition in every layout its users request.
+    Remat,
+    /// A relabeling of its source's registers.
+    View,
+}
+
+/// The layout decisions for one kernel.
+pub struct Assignment<'k> {
+    kernel: &'k Kernel,
+    axis: &'k AxisTable,
+    /// Interned layouts.
+    pub table: LayoutTable,
+    defs: Vec<Option<&'k Inst>>,
+    kind: Vec<Kind>,
+    natural: Vec<Option<LayoutId>>,
+    emit: Vec<Vec<LayoutId>>,
+    used: Vec<bool>,
+    load_layout: HashMap<Value, LayoutId>,
+    load_requests: HashMap<Value, Vec<LayoutId>>,
+    adopted: HashSet<Value>,
+    visited: HashSet<(Value, LayoutId)>,
+    scalar: LayoutId,
+}
+
+/// Bytes of one element of `dtype` in registers-to-memory terms (pointers are 8 bytes).
+pub fn dtype_bytes(dtype: DType) -> usize {
+    match dtype {
+        DType::Ptr(_) => 8,
+        DType::Val(e) => e.bytes(),
+    }
+}
+
+impl<'k> Assignment<'k> {
+    /// Assigns layouts to every value of `kernel`.
+    pub fn new(kernel: &'k Kernel, axis: &'k AxisTable) -> Assignment<'k> {
+        let n = kernel.values.len();
+        let mut table = LayoutTable::default();
+        let scalar = table.intern(Layout::scalar(kernel.num_warps));
+        let mut a = Assignment {
+            kernel,
+            axis,
+            table,
+            defs: vec![None; n],
+            kind: vec![Kind::Real; n],
+            natural: vec![None; n],
+            emit: vec![Vec::new(); n],
+            used: vec![false; n],
+            load_layout: HashMap::new(),
+            load_requests: HashMap::new(),
+            adopted: HashSet::new(),
+            visited: HashSet::new(),
+            scalar,
+        };
+        crate::ir::walk_insts(&kernel.body, &mut |inst: &'k Inst| {
+            for r in &inst.results {
+                a.defs[r.0 as usize] = Some(inst);
+            }
+            for o in inst.op.operands() {
+                a.used[o.0 as usize] = true;
+            }
+        });
+        for round in 0.. {
+            a.natural.iter_mut().for_each(|x| *x = None);
+            a.emit.iter_mut().for_each(Vec::clear);
+            a.visited.clear();
+            a.load_requests.clear();
+            a.forward(&kernel.body);
+            a.request_block(&kernel.body, &[]);
+            if round == 3 || !a.adopt() {
+                break;
+            }
+        }
+        a
+    }
+
+    /// The scalar layout.
+    pub fn scalar(&self) -> LayoutId {
+        self.scalar
+    }
+    /// How `v` obtains its registers.
+    pub fn kind(&self, v: Value) -> Kind {
+        self.kind[v.0 as usize]
+    }
+    /// The layout a real value is computed in.
+    pub fn natural(&self, v: Value) -> Option<LayoutId> {
+        self.natural[v.0 as usize]
+    }
+    /// The layouts to produce at the definition of `v`: for a real value its natural layout
+    /// first, then its conversions; for a remat value every requested layout.
+    pub fn emitted(&self, v: Value) -> &[LayoutId] {
+        &self.emit[v.0 as usize]
+    }
+    /// True if some op reads `v`.
+    pub fn is_used(&self, v: Value) -> bool {
+        self.used[v.0 as usize]
+    }
+    /// The instruction defining `v` (none for block arguments).
+    pub fn def(&self, v: Value) -> Option<&'k Inst> {
+        self.defs[v.0 as usize]
+    }
+    /// The layout with this id.
+    pub fn layout(&self, id: LayoutId) -> &Layout {
+        self.table.get(id)
+    }
+
+    fn ty(&self, v: Value) -> &'k Ty {
+        self.kernel.ty(v)
+    }
+
+    /// The default layout for a value of type `ty`.
+    pub fn default_layout(&mut self, ty: &Ty) -> LayoutId {
+        if ty.rank() == 0 {
+            return self.scalar;
+        }
+        self.table.intern(Layout::default_for(&ty.shape, dtype_bytes(ty.dtype), self.kernel.num_warps, 16))
+    }
+
+    fn anchor(&mut self, ptr: Value, mask: Option<Value>, max_vec: usize) -> LayoutId {
+        let ty = self.ty(ptr);
+        if ty.rank() == 0 {
+            return self.scalar;
+        }
+        let vec = self.axis.access_vec(self.kernel, ptr, mask).min(max_vec);
+        let bytes = ty.dtype.pointee().map_or(8, |e| e.bytes());
+        self.table.intern(Layout::default_for(&ty.shape, bytes, self.kernel.num_warps, vec))
+    }
+
+    fn natural_or_default(&mut self, v: Value) -> LayoutId {
+        match self.natural(v) {
+            Some(l) => l,
+            None => self.default_layout(self.ty(v)),
+        }
+    }
+
+    /// The layout a reduction reads its input in.
+    pub fn reduce_input(&mut self, v: Value) -> LayoutId {
+        self.natural_or_default(v)
+    }
+
+    /// The layout a scan runs in (its input's, when that one suits scans).
+    pub fn scan_input(&mut self, v: Value, axis: usize) -> LayoutId {
+        match self.natural(v) {
+            Some(l) if self.table.get(l).is_scan_compatible(axis) => l,
+            _ => self.table.intern(Layout::for_scan(&self.ty(v).shape, axis, self.kernel.num_warps)),
+        }
+    }
+
+    /// The layout a store operates in.
+    pub fn store_layout(&mut self, ptr: Value, value: Value, mask: Option<Value>) -> LayoutId {
+        match self.natural(value) {
+            Some(l) => l,
+            None => self.anchor(ptr, mask, 16),
+        }
+    }
+
+    /// The layout in which a view's source is read when the view is wanted in `l`.
+    pub fn view_source(&mut self, inst: &Inst, l: LayoutId) -> (Value, LayoutId) {
+        let layout = self.table.get(l).clone();
+        let (src, out) = match &inst.op {
+            Op::Broadcast(x) => {
+                let src = &self.ty(*x).shape;
+                let dims: Vec<usize> = (0..src.len()).filter(|&d| src[d] == 1 && layout.shape[d] > 1).collect();
+                (*x, layout.without_dims(&dims, src))
+            }
+            Op::ExpandDims(x, axis) => (*x, layout.delete_dim(*axis)),
+            Op::Trans(x) => (*x, layout.transposed()),
+            Op::Reshape(x) => (*x, layout.reshaped(&self.ty(*x).shape)),
+            op => unreachable!("{} is not a view", op.mnemonic()),
+        };
+        (src, self.table.intern(out))
+    }
+
+    /// The layout every operand of a real op (or a store, loop or branch) is read in.
+    pub fn operand_layouts(&mut self, inst: &Inst) -> Vec<(Value, LayoutId)> {
+        let res = inst.results.first().and_then(|r| self.natural(*r));
+        let all = |l: LayoutId| inst.op.operands().into_iter().map(|v| (v, l)).collect();
+        match &inst.op {
+            Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::AddPtr(..) | Op::Load { .. } | Op::Atomic { .. } => {
+                all(res.expect("real op has a layout"))
+            }
+            Op::Store { ptr, value, mask } => {
+                let l = self.store_layout(*ptr, *value, *mask);
+                all(l)
+            }
+            Op::Reduce { value, .. } => vec![(*value, self.reduce_input(*value))],
+            Op::Scan { value, axis, .. } => vec![(*value, self.scan_input(*value, *axis))],
+            Op::Dot { a, b, acc } => {
+                let (la, lb) = (self.natural_or_default(*a), self.natural_or_default(*b));
+                vec![(*a, la), (*b, lb), (*acc, res.expect("dot has a layout"))]
+            }
+            Op::For { lo, hi, step, init, .. } => {
+                let mut v = vec![(*lo, self.scalar), (*hi, self.scalar), (*step, self.scalar)];
+                v.extend(init.iter().zip(&inst.results).map(|(i, r)| (*i, self.natural(*r).expect("carried layout"))));
+                v
+            }
+            Op::If { cond, .. } => vec![(*cond, self.scalar)],
+            _ => vec![],
+        }
+    }
+
+    fn set_real(&mut self, v: Value, l: LayoutId) {
+        let i = v.0 as usize;
+        self.kind[i] = Kind::Real;
+        self.natural[i] = Some(l);
+        self.emit[i] = vec![l];
+    }
+
+    fn forward(&mut self, block: &Block) {
+        for inst in &block.insts {
+            let r = inst.results.first().copied();
+            let rank = r.map_or(0, |r| self.ty(r).rank());
+            match &inst.op {
+                Op::Param(_) | Op::ProgramId(_) | Op::NumPrograms(_) => self.set_real(r.unwrap(), self.scalar),
+                Op::Const(_) | Op::Arange | Op::Splat(_) if rank > 0 => self.kind[r.unwrap().0 as usize] = Kind::Remat,
+                Op::Const(_) | Op::Arange | Op::Splat(_) => self.set_real(r.unwrap(), self.scalar),
+                Op::Broadcast(_) | Op::ExpandDims(..) | Op::Trans(_) | Op::Reshape(_) => {
+                    let r = r.unwrap();
+                    self.kind[r.0 as usize] = Kind::View;
+                    let src = inst.op.operands()[0];
+                    let nat = match (&inst.op, self.natural(src)) {
+                        (Op::ExpandDims(_, axis), Some(l)) => Some(self.table.get(l).insert_dim(*axis)),
+                        (Op::Trans(_), Some(l)) => Some(self.table.get(l).transposed()),
+                        (Op::Reshape(_), Some(l)) => Some(self.table.get(l).reshaped(&self.ty(r).shape)),
+                        _ => None,
+                    };
+                    self.natural[r.0 as usize] = nat.map(|l| self.table.intern(l));
+                }
+                Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::AddPtr(..) => {
+                    let r = r.unwrap();
+                    if rank == 0 {
+                        self.set_real(r, self.scalar);
+                    } else if let Some(l) = inst.op.operands().into_iter().find_map(|v| self.natural(v)) {
+                        self.set_real(r, l);
+                    } else {
+                        self.kind[r.0 as usize] = Kind::Remat;
+                    }
+                }
+                Op::Load { ptr, mask, .. } => {
+                    let r = r.unwrap();
+                    let l = match self.load_layout.get(&r) {
+                        Some(l) => *l,
+                        None => {
+                            let l = self.anchor(*ptr, *mask, 16);
+                            self.load_layout.insert(r, l);
+                            l
+                        }
+                    };
+                    self.set_real(r, l);
+                }
+                Op::Reduce { value, axis, .. } => {
+                    let l = self.reduce_input(*value);
+                    let out = self.table.get(l).slice(*axis);
+                    let out = self.table.intern(out);
+                    self.set_real(r.unwrap(), out);
+                }
+                Op::Scan { value, axis, .. } => {
+                    let l = self.scan_input(*value, *axis);
+                    self.set_real(r.unwrap(), l);
+                }
+                Op::Dot { acc, .. } => {
+                    let l = self.natural_or_default(*acc);
+                    self.set_real(r.unwrap(), l);
+                }
+                Op::Atomic { value, .. } => {
+                    let r = r.unwrap();
+                    let l = match self.natural(*value) {
+                        Some(l) => l,
+                        None if rank == 0 => self.scalar,
+                        None => {
+                            let ty = self.ty(r);
+                            self.table.intern(Layout::default_for(&ty.shape, dtype_bytes(ty.dtype), self.kernel.num_warps, 1))
+                        }
+                    };
+                    self.set_real(r, l);
+                }
+                Op::For { init, body, .. } => {
+                    let mut carried: Vec<LayoutId> = init.iter().map(|v| self.natural_or_default(*v)).collect();
+                    for pass in 0..2 {
+                        self.set_real(body.args[0], self.scalar);
+                        for (a, l) in body.args[1..].iter().zip(&carried) {
+                            self.set_real(*a, *l);
+                        }
+                        self.forward(body);
+                        let mut changed = false;
+                        for (i, y) in yields(body).iter().enumerate() {
+                            if let Some(l) = self.natural(*y) {
+                                if l != carried[i] && pass == 0 {
+                                    carried[i] = l;
+                                    changed = true;
+                                }
+                            }
+                        }
+                        if !changed {
+                            break;
+                        }
+                    }
+                    for (res, l) in inst.results.iter().zip(carried) {
+                        self.set_real(*res, l);
+                    }
+                }
+                Op::If { then_block, else_block, .. } => {
+                    self.forward(then_block);
+                    self.forward(else_block);
+                    let (ty, ey) = (yields(then_block), yields(else_block));
+                    for (i, res) in inst.results.iter().enumerate() {
+                        let l = match self.natural(ty[i]).or(self.natural(ey[i])) {
+                            Some(l) => l,
+                            None => self.default_layout(self.ty(*res)),
+                        };
+                        self.set_real(*res, l);
+                    }
+                }
+                Op::Store { .. } | Op::Yield(_) => {}
+            }
+        }
+    }
+
+    fn request_block(&mut self, block: &Block, yield_to: &[LayoutId]) {
+        for inst in &block.insts {
+            if let Some(r) = inst.results.first() {
+                if self.kind(*r) != Kind::Real {
+                    continue;
+                }
+            }
+            match &inst.op {
+                Op::Yield(vs) => {
+                    for (v, l) in vs.iter().zip(yield_to) {
+                        self.request(*v, *l);
+                    }
+                    continue;
+                }
+                Op::For { body, .. } => {
+                    let carried: Vec<LayoutId> = inst.results.iter().map(|r| self.natural(*r).unwrap()).collect();
+                    self.request_block(body, &carried);
+                }
+                Op::If { then_block, else_block, .. } => {
+                    let res: Vec<LayoutId> = inst.results.iter().map(|r| self.natural(*r).unwrap()).collect();
+                    self.request_block(then_block, &res);
+                    self.request_block(else_block, &res);
+                }
+                _ => {}
+            }
+            for (v, l) in self.operand_layouts(inst) {
+                self.request(v, l);
+            }
+        }
+    }
+
+    fn request(&mut self, v: Value, l: LayoutId) {
+        let mut stack = vec![(v, l)];
+        while let Some((v, l)) = stack.pop() {
+            if !self.visited.insert((v, l)) {
+                continue;
+            }
+            let i = v.0 as usize;
+            match self.kind[i] {
+                Kind::Real => {
+                    if self.natural[i] != Some(l) {
+                        self.emit[i].push(l);
+                    }
+                    if let Some(Op::Load { .. }) = self.defs[i].map(|d| &d.op) {
+                        self.load_requests.entry(v).or_default().push(l);
+                    }
+                }
+                Kind::Remat => {
+                    self.emit[i].push(l);
+                    let def = self.defs[i].expect("remat value has a definition");
+                    for o in def.op.operands() {
+                        let ol = if self.ty(o).rank() == 0 { self.scalar } else { l };
+                        stack.push((o, ol));
+                    }
+                }
+                Kind::View => {
+                    let def = self.defs[i].expect("view has a definition");
+                    stack.push(self.view_source(def, l));
+                }
+            }
+        }
+    }
+
+    /// Lets loads whose users all request one other layout adopt it; true if any changed.
+    fn adopt(&mut self) -> bool {
+        let mut changed = false;
+        let mut loads: Vec<(&Value, &Vec<LayoutId>)> = self.load_requests.iter().collect();
+        loads.sort_by_key(|(v, _)| **v);
+        for (v, reqs) in loads {
+            let first = reqs[0];
+            if reqs.iter().all(|l| *l == first) && self.load_layout.get(v) != Some(&first) && !self.adopted.contains(v) {
+                self.adopted.insert(*v);
+                self.load_layout.insert(*v, first);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// The IR annotated with each value's layout kind, natural layout and conversions, followed
+    /// by the layouts used.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        self.describe_block(&mut s, &self.kernel.body, 1);
+        s.push_str("layouts:\n");
+        for (id, l) in self.table.iter() {
+            let _ = writeln!(s, "  #{} = {l}", id.0);
+        }
+        s
+    }
+
+    fn describe_block(&self, s: &mut String, block: &Block, depth: usize) {
+        let pad = "  ".repeat(depth);
+        for a in &block.args {
+            let _ = writeln!(s, "{pad}arg %{}: {} {}", a.0, self.ty(*a), self.describe_value(*a));
+        }
+        for inst in &block.insts {
+            let ops: Vec<String> = inst.op.operands().iter().map(|o| format!("%{}", o.0)).collect();
+            let res: Vec<String> = inst.results.iter().map(|r| format!("%{}: {} {}", r.0, self.ty(*r), self.describe_value(*r))).collect();
+            let _ = writeln!(s, "{pad}{}{} {}", if res.is_empty() { String::new() } else { format!("{} = ", res.join(", ")) }, inst.op.mnemonic(), ops.join(", "));
+            for b in inst.op.blocks() {
+                self.describe_block(s, b, depth + 1);
+            }
+        }
+    }
+
+    fn describe_value(&self, v: Value) -> String {
+        let ids = |ls: &[LayoutId]| ls.iter().map(|l| format!("#{}", l.0)).collect::<Vec<_>>().join(",");
+        let e = self.emitted(v);
+        match self.kind(v) {
+            Kind::Real if e.len() > 1 => format!("@#{} convert->{}", e[0].0, ids(&e[1..])),
+            Kind::Real => format!("@#{}", e.first().map_or(0, |l| l.0)),
+            Kind::Remat => format!("remat@{}", ids(e)),
+            Kind::View => "view".to_string(),
+        }
+    }
+}
+
+/// The values a block yields (empty if it ends without a `Yield`).
+pub fn yields(block: &Block) -> Vec<Value> {
+    match block.insts.last().map(|i| &i.op) {
+        Some(Op::Yield(vs)) => vs.clone(),
+        _ => vec![],
+    }
+}
