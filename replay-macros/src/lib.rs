@@ -1,1 +1,361 @@
-use proc_macro::TokenStream; #[proc_macro_attribute] pub fn kernel(_a: TokenStream, i: TokenStream) -> TokenStream { i }
+//! `#[kernel]`: the attribute that turns a Rust function into a replay tile kernel.
+//!
+//! The macro parses the function with `syn`, checks its signature and body, rewrites the body so
+//! that running it *traces* tile IR (comparisons and `&&`/`||` become `Compare`/`Logic` calls,
+//! `for i in range(lo, hi)` becomes a runtime loop, every `if` becomes a `Cond` branch), and
+//! generates a module named after the function that implements `replay_dsl::KernelDef`.
+//!
+//! ```ignore
+//! use replay_dsl::prelude::*;
+//! use replay_macros::kernel;
+//!
+//! /// out[i] = x[i] + y[i]
+//! #[kernel]
+//! pub fn add(#[extent(n)] x: Ptr<f32>, #[extent(n)] y: Ptr<f32>, #[extent(n)] out: Ptr<f32>, n: i32,
+//!            #[constexpr(default = 1024)] BLOCK: usize) {
+//!     let offs = program_id(0) * BLOCK + arange(BLOCK);
+//!     let mask = offs < n;
+//!     store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
+//! }
+//!
+//! let ir = add::trace(&add::Config::default())?;
+//! ```
+//!
+//! `README.md` beside this crate's `Cargo.toml` lists the accepted syntax, the expansion and
+//! the errors.
+
+use proc_macro::TokenStream;
+
+mod body;
+mod gen;
+mod sig;
+
+/// Defines a tile kernel; see the crate documentation.
+///
+/// Parameters are `Ptr<T>` (T: `f32`, `f16`, `bf16`, `F8E4M3`, `i32`, `i64`, `u32`, `bool`),
+/// runtime scalars (`i32`, `i64`, `u32`, `f32`, `bool`), and `#[constexpr]` values (`usize`,
+/// `u32`, `i32`, `i64`, `bool`; optionally `#[constexpr(default = 128)]`). A pointer parameter
+/// may declare how many elements it may be accessed at with `#[extent(expr)]`, where `expr` is
+/// integer arithmetic over the integer scalar parameters and constexprs.
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand(attr.into(), item.into()).into()
+}
+
+fn expand(
+    attr: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let source = token_text(item.clone());
+    let mut errors = Vec::new();
+    if let Err(e) = sig::parse_options(attr) {
+        errors.push(e);
+    }
+    let func: syn::ItemFn = match syn::parse2(item) {
+        Ok(f) => f,
+        Err(e) => {
+            // rustc parsed the item before calling the macro and has reported chained
+            // comparisons already (with a suggestion); do not repeat it.
+            if e.to_string() != "comparison operators cannot be chained" {
+                errors.push(e);
+            }
+            return to_errors(errors);
+        }
+    };
+    let kernel = match sig::analyze(&func) {
+        Ok(k) => k,
+        Err(e) => {
+            errors.push(e);
+            return to_errors(errors);
+        }
+    };
+    let mut block = (*func.block).clone();
+    let body_errors = body::rewrite(&kernel, &mut block);
+    let body_ok = body_errors.is_empty();
+    errors.extend(body_errors);
+    let module = gen::generate(&kernel, &source, body_ok.then_some(&block));
+    let errs = if errors.is_empty() {
+        quote::quote!()
+    } else {
+        to_errors(errors)
+    };
+    quote::quote!(#errs #module)
+}
+
+/// The kernel's token text, printed the same way by every compiler version (it is hashed into
+/// tuning-cache keys): tokens separated by single spaces, joint punctuation glued.
+fn token_text(ts: proc_macro2::TokenStream) -> String {
+    use proc_macro2::{Delimiter, Spacing, TokenTree};
+    fn go(ts: proc_macro2::TokenStream, out: &mut String) {
+        let mut glue = false;
+        let mut after_word = false;
+        for tt in ts {
+            let tight = match &tt {
+                TokenTree::Punct(p) => matches!(p.as_char(), ',' | ';' | '.' | '?' | ':'),
+                TokenTree::Group(g) => after_word && g.delimiter() != Delimiter::Brace,
+                _ => false,
+            };
+            if !out.is_empty() && !glue && !tight && !out.ends_with(['(', '[', ' ', '.', '#']) {
+                out.push(' ');
+            }
+            glue = false;
+            after_word = matches!(&tt, TokenTree::Ident(_) | TokenTree::Group(_));
+            match tt {
+                TokenTree::Group(g) => {
+                    let (open, close) = match g.delimiter() {
+                        Delimiter::Parenthesis => ("(", ")"),
+                        Delimiter::Bracket => ("[", "]"),
+                        Delimiter::Brace => ("{", "}"),
+                        Delimiter::None => ("", ""),
+                    };
+                    out.push_str(open);
+                    let empty = g.stream().is_empty();
+                    go(g.stream(), out);
+                    if g.delimiter() == Delimiter::Brace && !empty {
+                        out.push(' ');
+                    }
+                    out.push_str(close);
+                }
+                TokenTree::Ident(i) => out.push_str(&i.to_string()),
+                TokenTree::Punct(p) => {
+                    out.push(p.as_char());
+                    glue = p.spacing() == Spacing::Joint;
+                }
+                TokenTree::Literal(l) => out.push_str(&l.to_string()),
+            }
+        }
+    }
+    let mut out = String::new();
+    go(ts, &mut out);
+    out
+}
+
+fn to_errors(errors: Vec<syn::Error>) -> proc_macro2::TokenStream {
+    let mut it = errors.into_iter();
+    let Some(mut first) = it.next() else {
+        return proc_macro2::TokenStream::new();
+    };
+    for e in it {
+        first.combine(e);
+    }
+    first.to_compile_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn expand_str(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> String {
+        expand(attr, item).to_string()
+    }
+
+    #[test]
+    fn token_text_is_compact_and_stable() {
+        let t = token_text(quote!(
+            pub fn add(x: Ptr<f32>, n: i32) {
+                store(x + arange(4), 1.0, true);
+            }
+        ));
+        assert_eq!(
+            t,
+            "pub fn add(x: Ptr < f32 >, n: i32) { store(x + arange(4), 1.0, true); }"
+        );
+    }
+
+    #[test]
+    fn expansion_is_a_module_with_the_kernel_items() {
+        let out = expand(
+            quote!(),
+            quote! {
+                /// Doc.
+                pub fn k(x: Ptr<f32>, n: i32, #[constexpr(default = 64)] BLOCK: usize) {
+                    let offs = arange(BLOCK);
+                    let mut acc = zeros::<f32>([BLOCK]);
+                    for i in range(0, n) {
+                        if i < n && offs < n { acc += 1.0; } else { acc = acc * 2.0; }
+                    }
+                    let v = if BLOCK > 32 { acc } else { acc + 1.0 };
+                    store(x + offs, v, offs < n);
+                }
+            },
+        );
+        let file: syn::File = syn::parse2(out.clone()).expect("expansion parses");
+        let syn::Item::Mod(m) = &file.items[0] else {
+            panic!("not a module: {out}")
+        };
+        assert_eq!(m.ident, "k");
+        assert!(matches!(m.vis, syn::Visibility::Public(_)));
+        let text = out.to_string();
+        for needle in [
+            "pub struct Config",
+            "impl :: core :: default :: Default for Config",
+            "impl :: replay_dsl :: KernelDef for Kernel",
+            "impl :: replay_dsl :: ConfigValues for Config",
+            ":: replay_dsl :: prelude :: for_range",
+            ":: replay_dsl :: prelude :: Cond :: branch",
+            ":: replay_dsl :: prelude :: Cond :: branch_value",
+            ":: replay_dsl :: prelude :: Compare :: compare",
+            ":: replay_dsl :: prelude :: Logic :: and_then",
+            ":: replay_dsl :: ir :: CmpOp :: Lt",
+            "pub fn trace",
+            "pub fn compile",
+        ] {
+            assert!(text.contains(needle), "missing `{needle}` in {text}");
+        }
+        assert!(!text.contains("compile_error"), "{text}");
+    }
+
+    #[test]
+    fn no_default_without_every_default() {
+        let text = expand_str(
+            quote!(),
+            quote!(
+                fn k(x: Ptr<f32>, #[constexpr] B: usize) {
+                    let _ = x;
+                }
+            ),
+        );
+        assert!(!text.contains("Default for Config"), "{text}");
+    }
+
+    #[test]
+    fn errors_are_compile_errors_not_panics() {
+        for item in [
+            quote!(
+                fn k(x: Ptr<f32>) {
+                    return;
+                }
+            ),
+            quote!(
+                fn k(x: Ptr<f32>) -> i32 {
+                    1
+                }
+            ),
+            quote!(
+                fn k(x: Ptr<f32>) {
+                    while true {}
+                }
+            ),
+            quote!(
+                fn k(x: Ptr<f32>) {
+                    loop {}
+                }
+            ),
+            quote!(
+                fn k<T>(x: Ptr<T>) {}
+            ),
+            quote!(
+                fn k(self) {}
+            ),
+            quote!(
+                fn k(x: Vec<f32>) {}
+            ),
+            quote!(
+                fn k(#[constexpr] B: f32) {}
+            ),
+            quote!(
+                fn k(#[constexpr(default = 1.5)] B: usize) {}
+            ),
+            quote!(
+                fn k(#[constexpr(default = 300)] B: bool) {}
+            ),
+            quote!(
+                fn k(#[extent(m)] x: Ptr<f32>) {}
+            ),
+            quote!(
+                fn k(n: i32) {
+                    for i in range(0, n) {
+                        break;
+                    }
+                }
+            ),
+            quote!(
+                fn k(n: i32) {
+                    let a = arange(n);
+                }
+            ),
+            quote!(
+                fn k() {
+                    let a = arange(64) + arange(128);
+                }
+            ),
+            quote!(
+                fn k(n: i32, n: i32) {}
+            ),
+            quote!(
+                fn k(#[constexpr] num_warps: u32) {}
+            ),
+            quote!(
+                fn k(#[foo] x: i32) {}
+            ),
+            quote!(
+                #[inline]
+                fn k() {}
+            ),
+        ] {
+            let text = expand_str(quote!(), item.clone());
+            assert!(
+                text.contains("compile_error"),
+                "no error for `{item}`: {text}"
+            );
+        }
+        let text = expand_str(
+            quote!(tune(BLOCK = [1, 2])),
+            quote!(
+                fn k() {}
+            ),
+        );
+        assert!(text.contains("unknown `#[kernel]` option `tune`"), "{text}");
+    }
+
+    #[test]
+    fn plain_rust_stays_plain() {
+        // `if let`, compile-time loops with `break`, and closures with `return` are kept.
+        let text = expand_str(
+            quote!(),
+            quote!(
+                fn k(#[constexpr] N: usize) {
+                    let f = |x: usize| {
+                        return x + 1;
+                    };
+                    for i in 0..N {
+                        if i == 2 {
+                            break;
+                        }
+                    }
+                    if let Some(v) = Some(f(N)) {
+                        static_assert(v > 0, "v");
+                    }
+                }
+            ),
+        );
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(!text.contains("Cond :: branch"), "{text}");
+    }
+
+    #[test]
+    fn carried_state_is_what_the_body_assigns() {
+        let text = expand_str(
+            quote!(),
+            quote!(
+                fn k(n: i32) {
+                    let mut a = constant(0i32);
+                    let mut b = constant(0i32);
+                    let c = constant(1i32);
+                    for i in range(0, n) {
+                        let mut t = c;
+                        t += 1;
+                        a += t;
+                        b = b + i;
+                    }
+                    let _ = (a, b);
+                }
+            ),
+        );
+        assert!(
+            text.contains("(a , b ,) = :: replay_dsl :: prelude :: for_range"),
+            "{text}"
+        );
+    }
+}

@@ -142,10 +142,30 @@ pub fn for_range<C: Carry>(range: Range, init: C, body: impl FnOnce(Tile<i32>, C
 pub trait Cond {
     /// Runs (or traces) `then_` or `else_` on `state` and returns the resulting state.
     fn branch<C: Carry>(self, state: C, then_: impl FnOnce(C) -> C, else_: impl FnOnce(C) -> C) -> C;
+    /// Like [`Cond::branch`] for an `if` used as a value: each arm returns the state and a
+    /// value (of the same type in both arms); returns the resulting state and value.
+    fn branch_value<C: Carry, V: Carry>(
+        self,
+        state: C,
+        then_: impl FnOnce(C) -> (C, V),
+        else_: impl FnOnce(C) -> (C, V),
+    ) -> (C, V);
 }
 
 impl Cond for bool {
     fn branch<C: Carry>(self, state: C, then_: impl FnOnce(C) -> C, else_: impl FnOnce(C) -> C) -> C {
+        if self {
+            then_(state)
+        } else {
+            else_(state)
+        }
+    }
+    fn branch_value<C: Carry, V: Carry>(
+        self,
+        state: C,
+        then_: impl FnOnce(C) -> (C, V),
+        else_: impl FnOnce(C) -> (C, V),
+    ) -> (C, V) {
         if self {
             then_(state)
         } else {
@@ -173,5 +193,39 @@ impl Cond for Tile<bool> {
         let tys: Vec<Ty> = init_vals.iter().map(|v| ty(*v)).collect();
         let results = push(Op::If { cond: self.value, then_block, else_block }, tys);
         state.rebuild(&mut results.into_iter())
+    }
+    fn branch_value<C: Carry, V: Carry>(
+        self,
+        state: C,
+        then_: impl FnOnce(C) -> (C, V),
+        else_: impl FnOnce(C) -> (C, V),
+    ) -> (C, V) {
+        if !self.shape().is_empty() {
+            fail("if", ErrorKind::Shape(format!("a runtime `if` needs a scalar condition, got shape {:?}", self.shape())));
+        }
+        let init_vals = flat(&state);
+        // The then arm fixes the value's types; the else arm must yield the same ones.
+        open_block(vec![]);
+        let (then_state, then_value) = then_(state.rebuild(&mut init_vals.clone().into_iter()));
+        let mut then_vals = flat(&then_state);
+        check_same_types("if", &init_vals, &then_vals);
+        then_vals.extend(flat(&then_value));
+        push(Op::Yield(then_vals.clone()), vec![]);
+        let then_block = close_block();
+        open_block(vec![]);
+        let else_vals = flat(&else_(state.rebuild(&mut init_vals.clone().into_iter())));
+        if else_vals.len() != then_vals.len() {
+            fail("if", ErrorKind::Type("the arms of an `if` yield values of different types".into()));
+        } else {
+            check_same_types("if", &then_vals, &else_vals);
+        }
+        push(Op::Yield(else_vals), vec![]);
+        let else_block = close_block();
+        let tys: Vec<Ty> = then_vals.iter().map(|v| ty(*v)).collect();
+        let results = push(Op::If { cond: self.value, then_block, else_block }, tys);
+        let mut it = results.into_iter();
+        let state = state.rebuild(&mut it);
+        let value = then_value.rebuild(&mut it);
+        (state, value)
     }
 }

@@ -383,6 +383,21 @@ pub trait Logic<Rhs> {
     fn and(self, rhs: Rhs) -> Self::Output;
     /// `self || rhs`.
     fn or(self, rhs: Rhs) -> Self::Output;
+    /// `self && rhs()`, which the `#[kernel]` macro emits for `&&`: `rhs` is evaluated only when
+    /// needed on `bool` (short-circuit), always on tiles.
+    fn and_then(self, rhs: impl FnOnce() -> Rhs) -> Self::Output
+    where
+        Self: Sized,
+    {
+        self.and(rhs())
+    }
+    /// `self || rhs()`, which the `#[kernel]` macro emits for `||` (short-circuit on `bool`).
+    fn or_else(self, rhs: impl FnOnce() -> Rhs) -> Self::Output
+    where
+        Self: Sized,
+    {
+        self.or(rhs())
+    }
 }
 impl Logic<bool> for bool {
     type Output = bool;
@@ -391,6 +406,12 @@ impl Logic<bool> for bool {
     }
     fn or(self, rhs: bool) -> bool {
         self || rhs
+    }
+    fn and_then(self, rhs: impl FnOnce() -> bool) -> bool {
+        self && rhs()
+    }
+    fn or_else(self, rhs: impl FnOnce() -> bool) -> bool {
+        self || rhs()
     }
 }
 impl<R: Operand<bool>> Logic<R> for Tile<bool> {

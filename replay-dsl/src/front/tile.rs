@@ -245,6 +245,11 @@ pub fn constant<T: Scalar>(x: T) -> Tile<T> {
 }
 
 /// Something usable as a `Tile<T>` operand: a tile, or a Rust literal of a matching type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an operand of a `Tile<{T}>` operation",
+    label = "expected a `Tile<{T}>` or a literal of a matching type",
+    note = "operands must have the same element type; convert tiles with `.cast::<{T}>()`"
+)]
 pub trait Operand<T: Element> {
     /// The operand as a traced value.
     fn value(self) -> Value;
