@@ -1,1 +1,27 @@
-pub fn placeholder() {}
+//! # replay-kernels
+//!
+//! Kernels written in the replay tile language, each with a float64 CPU reference:
+//! the [`gallery`] (vector add, softmax, RMSNorm, scans, matmul, atomics).
+
+pub mod gallery;
+
+use replay_dsl::KernelEntry;
+
+/// Every kernel of this crate, for the command line, checks and benchmarks.
+pub fn registry() -> Vec<KernelEntry> {
+    use gallery::*;
+    vec![
+        KernelEntry::of::<vector_add::vector_add::Kernel>(),
+        KernelEntry::of::<softmax::softmax::Kernel>(),
+        KernelEntry::of::<rmsnorm::rmsnorm::Kernel>(),
+        KernelEntry::of::<scan::row_scan::Kernel>(),
+        KernelEntry::of::<matmul::matmul::Kernel>(),
+        KernelEntry::of::<atomics::histogram::Kernel>(),
+        KernelEntry::of::<atomics::global_max::Kernel>(),
+    ]
+}
+
+/// The kernel named `name`, if any.
+pub fn find(name: &str) -> Option<KernelEntry> {
+    registry().into_iter().find(|k| k.name == name)
+}

@@ -23,10 +23,11 @@ pub mod prelude {
     };
     pub use crate::front::tile::{constant, full, zeros, Element, Float, Int, Num, Operand, Ptr, Scalar, Tile};
     pub use float8::F8E4M3;
+    pub use replay_macros::kernel;
     pub use half::{bf16, f16};
 }
 pub mod spec;
-pub use spec::{ConfigValues, KernelDef, ParamSpec, Specialization};
+pub use spec::{ConfigValues, KernelDef, KernelEntry, ParamSpec, Specialization};
 pub mod backend;
 pub mod compile;
 pub mod passes;

@@ -1,7 +1,7 @@
 //! Reductions across programs with atomics: a histogram and a global maximum.
 
 use replay_dsl::prelude::*;
-use replay_macros::kernel;
+
 
 /// `hist[b] += |{i < n : clamp(x[i], 0, BINS-1) = b}|`; `hist` must start zeroed.
 #[kernel]

@@ -1,7 +1,7 @@
 //! Tiled matrix product with `dot` and a runtime loop over K.
 
 use replay_dsl::prelude::*;
-use replay_macros::kernel;
+
 
 /// `c = a @ b` for row-major `a: [m, k]`, `b: [k, n]`, `c: [m, n]`; program `(i, j)` computes the
 /// `BM × BN` tile `(i, j)` of `c`, stepping through K in `BK` slices.

@@ -1,7 +1,7 @@
 //! RMSNorm forward over a 2-D tile of rows.
 
 use replay_dsl::prelude::*;
-use replay_macros::kernel;
+
 
 /// `out[r, c] = x[r, c] / sqrt(mean_c(x[r, :]²) + eps) · w[c]`, `ROWS` rows per program.
 #[kernel]

@@ -1,7 +1,7 @@
 //! Row-wise cumulative sums and products (the decay products of SSM kernels are such scans).
 
 use replay_dsl::prelude::*;
-use replay_macros::kernel;
+
 
 /// `sums[r, c] = Σ_{j≤c} x[r, j]` and `prods[r, c] = Π_{j≤c} x[r, j]` for `c < n_cols`,
 /// `ROWS` rows per program.

@@ -1,7 +1,7 @@
 //! Fused row softmax: one program per row, masked tail columns.
 
 use replay_dsl::prelude::*;
-use replay_macros::kernel;
+
 
 /// `out[r, :] = softmax(x[r, :n_cols])` for every row `r` of a row-major matrix with row stride
 /// `stride`; one program per row, `BLOCK ≥ n_cols`.

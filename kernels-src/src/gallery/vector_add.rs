@@ -1,7 +1,7 @@
 //! Vector addition: the "hello world" of tile kernels.
 
 use replay_dsl::prelude::*;
-use replay_macros::kernel;
+
 
 /// `out[i] = x[i] + y[i]` for `i < n`, one `BLOCK`-wide tile per program.
 #[kernel]

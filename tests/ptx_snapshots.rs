@@ -1,0 +1,68 @@
+//! Every registered kernel compiles for both targets at its default configuration; the PTX is
+//! snapshot-tested (snapshots/ at the workspace root) and assembled by ptxas with zero spills.
+
+use replay_dsl::{compile, Specialization, Target};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The ptxas binary: `$REPLAY_PTXAS`, else installed by `scripts/install-ptxas.sh`.
+fn ptxas() -> PathBuf {
+    if let Ok(p) = std::env::var("REPLAY_PTXAS") {
+        return PathBuf::from(p);
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(format!("{root}/scripts/install-ptxas.sh"))
+        .output()
+        .expect("run scripts/install-ptxas.sh");
+    assert!(out.status.success(), "ptxas install failed: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).expect("utf8 path").trim())
+}
+
+/// Assembles `ptx` for `arch`; returns (registers, spill bytes) from `ptxas -v`.
+fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
+    let dir = std::env::temp_dir().join(format!("replay-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{name}.{arch}.ptx"));
+    std::fs::write(&src, ptx).unwrap();
+    let out = Command::new(ptxas)
+        .args(["-arch", arch, "-v", "-o"])
+        .arg(dir.join(format!("{name}.{arch}.cubin")))
+        .arg(&src)
+        .output()
+        .expect("run ptxas");
+    let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ptxas -arch={arch} rejected {name}:\n{log}");
+    let regs = log
+        .split("Used ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no register count in ptxas output:\n{log}"));
+    let spills = log
+        .lines()
+        .filter(|l| l.contains("spill stores") || l.contains("spill loads"))
+        .flat_map(|l| l.split(',').filter_map(|p| p.trim().split_whitespace().next()?.parse::<u32>().ok()))
+        .sum();
+    (regs, spills)
+}
+
+#[test]
+fn every_kernel_compiles_snapshots_and_assembles() {
+    let ptxas = ptxas();
+    let mut report = Vec::new();
+    for entry in replay_kernels::registry() {
+        let defaults = (entry.defaults)();
+        let kernel = (entry.trace)(&defaults, &Specialization::default())
+            .unwrap_or_else(|e| panic!("{} failed to trace: {e}", entry.name));
+        for target in Target::ALL {
+            let compiled = compile(&kernel, target).unwrap_or_else(|e| panic!("{} on {target}: {e}", entry.name));
+            insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+                insta::assert_snapshot!(format!("{}.{}", entry.name, target.arch()), compiled.ptx);
+            });
+            let (regs, spills) = assemble(&ptxas, &compiled.ptx, target.arch(), entry.name);
+            assert_eq!(spills, 0, "{} spills on {target}", entry.name);
+            report.push(format!("{:<12} {:<8} {:>4} registers, 0 spill bytes", entry.name, target.arch(), regs));
+        }
+    }
+    println!("{}", report.join("\n"));
+}
