@@ -212,3 +212,156 @@ fn matmul_dot_in_loop() {
         assert!(c[0].ptx.contains("fma.rn.f32"));
     }
 }
+
+#[test]
+fn atomics() {
+    for warps in [1, 4] {
+        let k = trace("atomics", vec![ptr("bins", Elem::I32), ptr("hist", Elem::I32), ptr("mx", Elem::I32), ptr("f", Elem::F32), ptr("l", Elem::I64), ptr("old", Elem::I32), int("n", 1)], vec![], warps, |a| {
+            let n = Tile::<i32>::from_value(a[6]);
+            let offs = program_id(0) * 256 + arange(256);
+            let mask = offs.compare(CmpOp::Lt, n);
+            let bins = load(Tile::<Ptr<i32>>::from_value(a[0]) + offs, mask);
+            // Histogram (result unused), max and CAS (results used).
+            atomic_add(Tile::<Ptr<i32>>::from_value(a[1]) + bins, 1i32, mask);
+            let m = atomic_max(Tile::<Ptr<i32>>::from_value(a[2]) + bins, offs, mask);
+            let old = atomic_cas(Tile::<Ptr<i32>>::from_value(a[2]) + bins, m, offs + 1, mask);
+            store(Tile::<Ptr<i32>>::from_value(a[5]) + offs, old, mask);
+            atomic_add(Tile::<Ptr<f32>>::from_value(a[3]) + bins, bins.cast::<f32>(), mask);
+            atomic_add(Tile::<Ptr<i64>>::from_value(a[4]) + bins, bins.cast::<i64>(), mask);
+            // A small tile (replicated over the CTA) and a scalar atomic whose result is used.
+            let few = arange(8);
+            let o8 = atomic_add(Tile::<Ptr<i32>>::from_value(a[1]) + few, few, true);
+            store(Tile::<Ptr<i32>>::from_value(a[5]) + few, o8, true);
+            let s = atomic_add(Tile::<Ptr<i32>>::from_value(a[1]), 1i32, true);
+            store(Tile::<Ptr<i32>>::from_value(a[5]), s, true);
+        })
+        .unwrap();
+        let c = check(&k);
+        for needle in ["atom.global.add.s32", "atom.global.max.s32", "atom.global.cas.b32", "atom.global.add.f32", "atom.global.add.u64"] {
+            assert!(c[0].ptx.contains(needle), "{needle}");
+        }
+    }
+}
+
+fn typed<T: Scalar>(p: Value) -> Tile<Ptr<T>> {
+    Tile::from_value(p)
+}
+use replay_dsl::ir::Value;
+
+#[test]
+fn casts_all_pairs_and_stochastic() {
+    let elems = [Elem::Bool, Elem::I32, Elem::I64, Elem::U32, Elem::F16, Elem::BF16, Elem::F32, Elem::F8E4M3];
+    let params: Vec<Param> = elems.iter().map(|e| ptr(e.name(), *e)).chain([ptr("out", Elem::F32), ptr("bits", Elem::U32), ptr("h", Elem::F16), ptr("bh", Elem::BF16), ptr("q", Elem::F8E4M3)]).collect();
+    let k = trace("casts", params, vec![], 4, |a| {
+        let offs = arange(256);
+        // Load every type, cast it to every type and back to f32, and sum everything.
+        macro_rules! load_as_f32 {
+            ($t:ty, $i:expr) => {{
+                let x = load(typed::<$t>(a[$i]) + offs, true);
+                let mut acc = x.cast::<f32>();
+                acc = acc + x.cast::<bool>().cast::<f32>() + x.cast::<i32>().cast::<f32>() + x.cast::<i64>().cast::<f32>();
+                acc = acc + x.cast::<u32>().cast::<f32>() + x.cast::<f16>().cast::<f32>() + x.cast::<bf16>().cast::<f32>();
+                acc + x.cast::<F8E4M3>().cast::<f32>()
+            }};
+        }
+        let mut total = load_as_f32!(bool, 0);
+        total = total + load_as_f32!(i32, 1) + load_as_f32!(i64, 2) + load_as_f32!(u32, 3);
+        total = total + load_as_f32!(f16, 4) + load_as_f32!(bf16, 5) + load_as_f32!(f32, 6) + load_as_f32!(F8E4M3, 7);
+        let bits = load(typed::<u32>(a[9]) + offs, true);
+        store(typed::<f16>(a[10]) + offs, total.cast_stochastic::<f16>(bits), true);
+        store(typed::<bf16>(a[11]) + offs, total.cast_stochastic::<bf16>(bits), true);
+        store(typed::<F8E4M3>(a[12]) + offs, total.cast_stochastic::<F8E4M3>(bits), true);
+        store(typed::<f32>(a[8]) + offs, total, true);
+        // Stores of narrow types.
+        store(typed::<bool>(a[0]) + offs, total.compare(CmpOp::Gt, 0.0f32), true);
+        store(typed::<F8E4M3>(a[7]) + offs, total.cast::<F8E4M3>(), true);
+    })
+    .unwrap();
+    let c = check(&k);
+    assert!(!c[0].ptx.contains("cvt.rs"), "sm_90a uses the software algorithm");
+    assert!(c[0].ptx.contains(".version 8.0"));
+    assert!(c[1].ptx.contains("cvt.rs.f16x2.f32") && c[1].ptx.contains("cvt.rs.bf16x2.f32") && c[1].ptx.contains("cvt.rs.satfinite.e4m3x4.f32"));
+    assert!(c[1].ptx.contains(".version 8.7"));
+    assert!(c[0].ptx.contains("cvt.rn.satfinite.e4m3x2.f32") && c[0].ptx.contains("cvt.rn.f16x2.e4m3x2"));
+}
+
+#[test]
+fn every_unary_binary_and_cmp_op() {
+    let k = trace("ops", vec![ptr("x", Elem::F32), ptr("y", Elem::F32), ptr("i", Elem::I32), ptr("u", Elem::U32), ptr("l", Elem::I64), ptr("h", Elem::F16), ptr("out", Elem::F32), ptr("oi", Elem::I32), ptr("ou", Elem::U32), ptr("ol", Elem::I64), ptr("ob", Elem::Bool)], vec![], 4, |a| {
+        let offs = arange(128);
+        let x = load(typed::<f32>(a[0]) + offs, true);
+        let y = load(typed::<f32>(a[1]) + offs, true);
+        let mut f = -x + abs(y) + exp(x) + exp2(y) + log(x) + log2(y) + sqrt(x) + rsqrt(y);
+        f = f + softplus(x) + sigmoid(y) + silu(x) + tanh(y);
+        f = f + (x - y) * (x / y) + minimum(x, y) + maximum(x, y);
+        let h = load(typed::<f16>(a[5]) + offs, true);
+        let h2 = exp(h) * h + tanh(h) - h / (h + 1.0f32) + minimum(h, h);
+        f = f + h2.cast::<f32>();
+        store(typed::<f32>(a[6]) + offs, f, true);
+        macro_rules! int_ops {
+            ($t:ty, $src:expr, $dst:expr) => {{
+                let i = load(typed::<$t>(a[$src]) + offs, true);
+                let j = i + offs.cast::<$t>();
+                let mut r = -i + abs(j) + !i + (i - j) * j + i / (j | constant::<$t>(1 as $t)) + i % (j | constant::<$t>(1 as $t));
+                r = r + minimum(i, j) + maximum(i, j) + (i & j) + (i | j) + (i ^ j) + (i << j) + (i >> j);
+                store(typed::<$t>(a[$dst]) + offs, r, true);
+                i
+            }};
+        }
+        let i = int_ops!(i32, 2, 7);
+        let u = int_ops!(u32, 3, 8);
+        let l = int_ops!(i64, 4, 9);
+        let mut b = x.compare(CmpOp::Eq, y) ^ x.compare(CmpOp::Ne, y);
+        for op in [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge] {
+            b = b | x.compare(op, y) | i.compare(op, offs) | u.compare(op, 7u32) | l.compare(op, 3i64) | h.compare(op, h2);
+            b = b & !(b.compare(op, x.compare(CmpOp::Lt, 0.0f32)));
+        }
+        let s = select(b, x, y);
+        store(typed::<f32>(a[6]) + offs + 128, s, b);
+        store(typed::<bool>(a[10]) + offs, b & select(b, b, !b), true);
+    })
+    .unwrap();
+    check(&k);
+}
+
+#[test]
+fn if_on_scalar_and_loop_carried_values() {
+    for warps in [1, 4, 8] {
+        let k = trace("branchy", vec![ptr("x", Elem::F32), ptr("out", Elem::F32), int("n", 1), int("flag", 1)], vec![], warps, |a| {
+            let x = load(typed::<f32>(a[0]) + arange(512), true);
+            let flag = Tile::<i32>::from_value(a[3]);
+            let (y, s) = flag.compare(CmpOp::Gt, 0).branch((x, sum(x, 0)), |(x, s)| (x * 2.0f32, s + 1.0f32), |(x, s)| (x + 1.0f32, max(x, 0) * s));
+            let n = Tile::<i32>::from_value(a[2]);
+            // Swapping carried values and a cumsum inside a loop.
+            let (p, q) = for_range(range(0, n), (y, x), |i, (p, q)| (q + i.cast::<f32>(), cumsum(p, 0)));
+            store(typed::<f32>(a[1]) + arange(512), p + q + s, true);
+        })
+        .unwrap();
+        let c = check(&k);
+        assert!(c[0].ptx.contains("bra"));
+    }
+}
+
+/// Trace + passes + PTX time per kernel configuration (the goal is < 5 ms in release builds;
+/// debug builds are several times slower, so this only guards against blow-ups).
+#[test]
+fn compile_speed() {
+    let cases: Vec<(&str, Box<dyn Fn() -> Kernel>)> = vec![
+        ("softmax 1024", Box::new(|| row_softmax(1024, 4))),
+        ("matmul 64x64x32", Box::new(|| matmul(64, 64, 32, 4, false))),
+        ("rmsnorm 16x64", Box::new(|| rmsnorm(16, 64, 4))),
+    ];
+    for (name, make) in cases {
+        let runs = 20;
+        let start = std::time::Instant::now();
+        for _ in 0..runs {
+            let k = make();
+            for t in Target::ALL {
+                compile(&k, t).unwrap();
+            }
+        }
+        let per = start.elapsed().as_secs_f64() * 1e3 / (2 * runs) as f64;
+        println!("{name}: {per:.3} ms per kernel config (trace + passes + PTX)");
+        assert!(per < 100.0, "{name} took {per} ms");
+    }
+}

@@ -1,0 +1,195 @@
+//! Unit tests of the backend's layouts, layout assignment and axis analysis.
+
+use replay_dsl::backend::assign::{Assignment, Kind};
+use replay_dsl::backend::axis::{AxisTable, MAX_DIV};
+use replay_dsl::backend::layout::{Bit, Layout};
+use replay_dsl::front::builder::trace;
+use replay_dsl::front::tile::Tile;
+use replay_dsl::ir::{walk_insts, CmpOp, Kernel, Op, Param, Value};
+use replay_dsl::prelude::*;
+use replay_dsl::{DType, Elem};
+use std::collections::HashSet;
+
+fn b(dim: u8, bit: u8) -> Bit {
+    Bit { dim, bit }
+}
+
+/// Every element of the tile is held by some (register, lane, warp), each register distinct.
+fn coords(l: &Layout, num_warps: usize) -> Vec<Vec<Vec<usize>>> {
+    let mut out = Vec::new();
+    for t in 0..32 * num_warps {
+        let mut regs = Vec::new();
+        for r in 0..l.num_regs() {
+            let mut c: Vec<usize> = (0..l.shape.len()).map(|d| l.reg_coord(r, d)).collect();
+            for (hw, bit) in l.thread_bits() {
+                if t >> hw & 1 == 1 {
+                    c[bit.dim as usize] |= 1 << bit.bit;
+                }
+            }
+            regs.push(c);
+        }
+        out.push(regs);
+    }
+    out
+}
+
+#[test]
+fn default_layout_coordinate_map() {
+    // f32[1024] on 4 warps: 4 contiguous elements per register group, lanes, warps, then repeat.
+    let l = Layout::default_for(&[1024], 4, 4, 16);
+    assert_eq!(l.regs, vec![b(0, 0), b(0, 1), b(0, 9)]);
+    assert_eq!(l.lanes, (2..7).map(|i| Some(b(0, i))).collect::<Vec<_>>());
+    assert_eq!(l.warps, vec![Some(b(0, 7)), Some(b(0, 8))]);
+    let c = coords(&l, 4);
+    assert_eq!(c[0][..4], [vec![0], vec![1], vec![2], vec![3]]);
+    assert_eq!(c[1][0], vec![4]);
+    assert_eq!(c[32][0], vec![128]);
+    assert_eq!(c[0][4], vec![512]);
+    let all: HashSet<Vec<usize>> = c.into_iter().flatten().collect();
+    assert_eq!(all.len(), 1024);
+    assert_eq!(l.contiguous_regs(), 4);
+    assert_eq!(l.replicated_tid_mask(), 0);
+    // A tile smaller than the CTA replicates over the leftover warps.
+    let s = Layout::default_for(&[64], 4, 4, 16);
+    assert_eq!(s.regs.len(), 0);
+    assert_eq!(s.warps, vec![Some(b(0, 5)), None]);
+    assert_eq!(s.replicated_tid_mask(), 1 << 6);
+    // A 2-D tile: the last dimension is fastest.
+    let t = Layout::default_for(&[32, 64], 4, 4, 16);
+    assert_eq!(t.regs, vec![b(1, 0), b(1, 1), b(0, 3), b(0, 4)]);
+    assert_eq!(t.reg_flat(3), 3);
+    assert_eq!(t.reg_flat(5), 1 + 64 * 8);
+    // The vector width is capped by `max_vec` and by numel / threads.
+    assert_eq!(Layout::default_for(&[1024], 4, 4, 1).contiguous_regs(), 1);
+    assert_eq!(Layout::default_for(&[256], 4, 4, 16).contiguous_regs(), 2);
+    assert_eq!(Layout::default_for(&[4096], 2, 4, 16).contiguous_regs(), 8);
+}
+
+#[test]
+fn broadcast_relabeling_and_reduce_slicing() {
+    let l = Layout::default_for(&[32, 64], 4, 4, 16);
+    // Reducing axis 1 removes its bits: lanes that held columns replicate.
+    let s = l.slice(1);
+    assert_eq!(s.shape, vec![32]);
+    assert_eq!(s.regs, vec![b(0, 3), b(0, 4)]);
+    assert_eq!(s.lanes, vec![None, None, None, None, Some(b(0, 0))]);
+    assert_eq!(s.warps, vec![Some(b(0, 1)), Some(b(0, 2))]);
+    // expand_dims(1) of the slice, broadcast back to [32, 64], is the parent layout: the source
+    // layout of the broadcast is the parent without dimension 1's bits.
+    let e = s.insert_dim(1);
+    assert_eq!(e, l.without_dims(&[1], &[32, 1]));
+    assert_eq!(e.delete_dim(1), s);
+    // The source register of each destination register drops the column register bits.
+    assert_eq!(l.reg_map_dropping(&[1]), vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]);
+    assert_eq!(l.reg_map_dropping(&[0]), vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]);
+    // Reshape relabels through the flat index; trans swaps dimensions.
+    let r = l.reshaped(&[2048]);
+    assert_eq!(r.regs, vec![b(0, 0), b(0, 1), b(0, 9), b(0, 10)]);
+    assert_eq!(r.reshaped(&[32, 64]), l);
+    let t = l.transposed();
+    assert_eq!(t.shape, vec![64, 32]);
+    assert_eq!(t.regs[0], b(0, 0));
+    assert_eq!(t.transposed(), l);
+}
+
+#[test]
+fn scan_layouts() {
+    for (shape, axis) in [(vec![32, 64], 0), (vec![32, 64], 1), (vec![2048], 0), (vec![4, 1024], 1), (vec![16, 16], 0)] {
+        for warps in [1, 4, 8] {
+            let l = Layout::for_scan(&shape, axis, warps);
+            assert!(l.is_scan_compatible(axis), "{l}");
+            let all: HashSet<Vec<usize>> = coords(&l, warps as usize).into_iter().flatten().collect();
+            assert_eq!(all.len(), shape.iter().product::<usize>());
+        }
+    }
+    // The default 1-D layout keeps high bits in registers: not scannable as is.
+    assert!(!Layout::default_for(&[1024], 4, 4, 16).is_scan_compatible(0));
+    assert!(Layout::default_for(&[128], 4, 4, 16).is_scan_compatible(0));
+}
+
+fn p(name: &str, dtype: DType, div: u32) -> Param {
+    Param { name: name.into(), dtype, divisibility: div }
+}
+
+fn find(k: &Kernel, pred: impl Fn(&Op) -> bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    walk_insts(&k.body, &mut |i| {
+        if pred(&i.op) {
+            out.extend(&i.results);
+        }
+    });
+    out
+}
+
+#[test]
+fn axis_analysis_of_offsets_pointers_and_masks() {
+    for (div, vec) in [(16u32, 4usize), (1, 1), (2, 2)] {
+        let k = trace("a", vec![p("x", DType::Ptr(Elem::F32), 16), p("n", DType::Val(Elem::I32), div)], vec![], 4, |a| {
+            let offs = program_id(0) * 256 + arange(256);
+            let mask = offs.compare(CmpOp::Lt, Tile::<i32>::from_value(a[1]));
+            let x = Tile::<Ptr<f32>>::from_value(a[0]);
+            let _ = load(x + offs, mask);
+        })
+        .unwrap();
+        let t = AxisTable::analyze(&k);
+        let offs = find(&k, |o| matches!(o, Op::Binary(replay_dsl::ir::BinaryOp::Add, ..)))[0];
+        let info = t.get(&k, offs);
+        assert_eq!(info.contig, vec![256]);
+        assert_eq!(info.div, vec![256]);
+        let mask = find(&k, |o| matches!(o, Op::Cmp(..)))[0];
+        assert_eq!(t.get(&k, mask).constancy, vec![div.min(256) as u64]);
+        let ptr = find(&k, |o| matches!(o, Op::AddPtr(..)))[0];
+        assert_eq!(t.get(&k, ptr).contig, vec![256]);
+        assert_eq!(t.get(&k, ptr).div, vec![16]);
+        assert_eq!(t.access_vec(&k, ptr, Some(mask)), vec);
+        assert_eq!(t.access_vec(&k, ptr, None), 4);
+    }
+    // Row-major 2-D offsets with a stride divisible by 16; an odd offset breaks alignment.
+    let k = trace("b", vec![p("x", DType::Ptr(Elem::F16), 16), p("s", DType::Val(Elem::I32), 16)], vec![], 4, |a| {
+        let s = Tile::<i32>::from_value(a[1]);
+        let offs = (arange(16) * s).expand_dims(1) + arange(64).expand_dims(0);
+        let x = Tile::<Ptr<f16>>::from_value(a[0]);
+        let _ = load(x + offs, true);
+        let _ = load(x + (offs + 1), true);
+        let _ = load(x + (arange(64) * 2), true);
+    })
+    .unwrap();
+    let t = AxisTable::analyze(&k);
+    let ptrs = find(&k, |o| matches!(o, Op::AddPtr(..)));
+    assert_eq!(t.get(&k, ptrs[0]).contig, vec![1, 64]);
+    assert_eq!(t.access_vec(&k, ptrs[0], None), 8);
+    assert_eq!(t.access_vec(&k, ptrs[1], None), 1);
+    assert_eq!(t.get(&k, ptrs[2]).contig, vec![1]);
+    assert_eq!(t.access_vec(&k, ptrs[2], None), 1);
+    let arange_info = t.get(&k, find(&k, |o| matches!(o, Op::Arange))[0]);
+    assert_eq!(arange_info.div, vec![MAX_DIV]);
+}
+
+#[test]
+fn assignment_avoids_conversions_in_common_patterns() {
+    // `sum(x * q[None, :], 1)` and `v[:, None] * k[None, :]`.
+    let k = trace("m", vec![p("x", DType::Ptr(Elem::F32), 16), p("q", DType::Ptr(Elem::F32), 16), p("o", DType::Ptr(Elem::F32), 16)], vec![], 4, |a| {
+        let t = |i: usize| Tile::<Ptr<f32>>::from_value(a[i]);
+        let (r, c) = (arange(16), arange(128));
+        let offs = (r * 128).expand_dims(1) + c.expand_dims(0);
+        let x = load(t(0) + offs, true);
+        let q = load(t(1) + c, true);
+        let v = load(t(1) + r, true);
+        store(t(2) + r, sum(x * q.expand_dims(0), 1), true);
+        store(t(2) + offs, v.expand_dims(1) * q.expand_dims(0), true);
+    })
+    .unwrap();
+    let axis = AxisTable::analyze(&k);
+    let a = Assignment::new(&k, &axis);
+    let loads = find(&k, |o| matches!(o, Op::Load { .. }));
+    for l in &loads {
+        assert_eq!(a.kind(*l), Kind::Real);
+        assert_eq!(a.emitted(*l).len(), 1, "no conversion of %{}:\n{}", l.0, a.describe());
+    }
+    // q adopted the parent's layout without dimension 0's bits.
+    let x_layout = a.layout(a.natural(loads[0]).unwrap()).clone();
+    let q_layout = a.layout(a.natural(loads[1]).unwrap()).clone();
+    assert_eq!(q_layout, x_layout.without_dims(&[0], &[1, 128]).delete_dim(0));
+    let red = find(&k, |o| matches!(o, Op::Reduce { .. }))[0];
+    assert_eq!(a.layout(a.natural(red).unwrap()), &x_layout.slice(1));
+}
