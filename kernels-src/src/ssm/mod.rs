@@ -3,8 +3,8 @@
 //! model that the GPU kernels are judged against.
 //!
 //! - [`shapes`]: the benchmark models' head layouts and a reduced shape for CPU tests.
-//! - [`reference`]: the plain recurrence, the replay form (checkpoint plus a ring of input
-//!   records) and output-only speculative verification, all in `f64`.
+//! - [`reference`](mod@reference): the plain recurrence, the replay form (checkpoint plus a ring
+//!   of input records) and output-only speculative verification, all in `f64`.
 //! - [`traffic`]: bytes moved per decode step and per window, the byte-ceiling speedup and the
 //!   best replay window `L*`.
 

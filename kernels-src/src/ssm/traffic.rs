@@ -86,7 +86,11 @@ impl TrafficModel {
         assert!((1..=window).contains(&pos));
         let (m, r) = (self.state_bytes_per_head(), self.record_bytes_per_head());
         let older = (pos - 1) as f64 * r;
-        self.per_step(if pos == window { 2.0 * m + older } else { m + older + r })
+        self.per_step(if pos == window {
+            2.0 * m + older
+        } else {
+            m + older + r
+        })
     }
 
     /// A window of `window` conventional steps, `2 L M_S` per head.
@@ -97,7 +101,8 @@ impl TrafficModel {
     /// A window of `window` replay steps, `(L+1) M_S + (L−1)(L+2)/2 · r` per head.
     pub fn replay_window(&self, window: usize) -> f64 {
         let l = window as f64;
-        let per_head = (l + 1.0) * self.state_bytes_per_head() + (l - 1.0) * (l + 2.0) / 2.0 * self.record_bytes_per_head();
+        let per_head = (l + 1.0) * self.state_bytes_per_head()
+            + (l - 1.0) * (l + 2.0) / 2.0 * self.record_bytes_per_head();
         self.per_step(per_head)
     }
 
@@ -127,7 +132,13 @@ impl TrafficModel {
     /// `f(L) = M_S/ā + M_S/L + rL/(2ā) − r/2 + rT/ā − rT/L`. At `ā = T = 1` it is exactly
     /// [`TrafficModel::replay_window`]` / L` per head.
     pub fn bytes_per_token_per_head(&self, window: f64, mean_accepted: f64, drafts: f64) -> f64 {
-        let (m, r, l, a, t) = (self.state_bytes_per_head(), self.record_bytes_per_head(), window, mean_accepted, drafts);
+        let (m, r, l, a, t) = (
+            self.state_bytes_per_head(),
+            self.record_bytes_per_head(),
+            window,
+            mean_accepted,
+            drafts,
+        );
         m / a + m / l + r * l / (2.0 * a) - r / 2.0 + r * t / a - r * t / l
     }
 
@@ -145,7 +156,12 @@ mod tests {
     use crate::ssm::shapes::{NEMOTRON3_NANO_4B, NEMOTRON3_SUPER_120B};
 
     fn model(shape: ModelShape, layout: RecordLayout) -> TrafficModel {
-        TrafficModel { shape, batch: 256, state_elem_bytes: 4.0, layout }
+        TrafficModel {
+            shape,
+            batch: 256,
+            state_elem_bytes: 4.0,
+            layout,
+        }
     }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
@@ -160,7 +176,11 @@ mod tests {
         let ours = model(NEMOTRON3_SUPER_120B, RecordLayout::KeyPerGroup);
         assert_eq!(ours.record_bytes_per_head(), 148.0); // 4 + 128 + 256/16
         let nano = model(NEMOTRON3_NANO_4B, RecordLayout::KeyPerGroup);
-        assert!(close(nano.record_bytes_per_head(), 4.0 + 160.0 + 256.0 / 12.0, 1e-15));
+        assert!(close(
+            nano.record_bytes_per_head(),
+            4.0 + 160.0 + 256.0 / 12.0,
+            1e-15
+        ));
     }
 
     /// The window closed form is the sum of the per-step bytes.

@@ -7,7 +7,9 @@
 //! accumulated directly over the range (walking back from its end), never as a ratio of prefix
 //! products or a difference of prefix sums: a zero decay or a long window cannot give `0/0`.
 
-use super::{check_batch, check_input, dot, finish_output, softplus, Mamba2Params, SlotStates, StepInput};
+use super::{
+    check_batch, check_input, dot, finish_output, softplus, Mamba2Params, SlotStates, StepInput,
+};
 use crate::ssm::shapes::ModelShape;
 
 /// What replay stores per decode step and row (all heads) instead of a state:
@@ -26,8 +28,17 @@ pub struct Record {
 impl Record {
     /// The record of one token's inputs.
     pub fn new(params: &Mamba2Params, input: &StepInput) -> Self {
-        let dt = input.dt.iter().zip(&params.dt_bias).map(|(dt, bias)| softplus(dt + bias)).collect();
-        Record { dt, x: input.x.clone(), b: input.b.clone() }
+        let dt = input
+            .dt
+            .iter()
+            .zip(&params.dt_bias)
+            .map(|(dt, bias)| softplus(dt + bias))
+            .collect();
+        Record {
+            dt,
+            x: input.x.clone(),
+            b: input.b.clone(),
+        }
     }
 }
 
@@ -35,7 +46,12 @@ impl Record {
 /// drafts accepted and `next_drafts` drafts to verify next, returns the new committed count
 /// `committed + accepted` (a pointer move: rejected records are overwritten later) and the next
 /// step's flush flag, `committed + accepted + next_drafts > window`.
-pub fn commit_rule(committed: usize, accepted: usize, next_drafts: usize, window: usize) -> (usize, bool) {
+pub fn commit_rule(
+    committed: usize,
+    accepted: usize,
+    next_drafts: usize,
+    window: usize,
+) -> (usize, bool) {
     let h = committed + accepted;
     (h, h + next_drafts > window)
 }
@@ -62,7 +78,10 @@ impl ReplayCache {
     /// `window` (`L ≥ 1`) records and verifying at most `max_drafts` (`T ≤ L`) drafts per step.
     pub fn new(checkpoints: SlotStates, window: usize, max_drafts: usize) -> Self {
         assert!(window >= 1, "window must be at least 1");
-        assert!(max_drafts <= window, "drafts must fit in one window (T ≤ L)");
+        assert!(
+            max_drafts <= window,
+            "drafts must fit in one window (T ≤ L)"
+        );
         let slots = checkpoints.slots();
         ReplayCache {
             ckpt: checkpoints,
@@ -104,18 +123,39 @@ impl ReplayCache {
     /// The logical state of a slot, `REPLAY(S_ckpt, B[1:h])`, `[head][dv][dk]`.
     pub fn state(&self, params: &Mamba2Params, slot: usize) -> Vec<f64> {
         let mut s = self.ckpt.slot(slot).to_vec();
-        fold(self.ckpt.shape(), &mut s, &self.records(slot, self.committed[slot]), &params.a);
+        fold(
+            self.ckpt.shape(),
+            &mut s,
+            &self.records(slot, self.committed[slot]),
+            &params.a,
+        );
         s
     }
 
     /// One standard decode step (algorithm 1). For each non-padding row: append the record of
-    /// `inputs[r]` (`h ← h + 1`); output `y = γ_h (S_ckpt q) + Σ_{j≤h} γ_{j+1:h} (k_jᵀ q) v_j
-    /// + D x` (gated by `silu(z)`) into `out[r][head][dv]`. When `h` reaches `L` this is a flush
-    /// step: `S_ckpt ← γ_L S_ckpt + Σ_j γ_{j+1:L} v_j k_jᵀ`, the ring is emptied and the current
-    /// record is never written to it. Non-flush steps write one record and no state.
-    pub fn decode_step(&mut self, params: &Mamba2Params, slots: &[usize], inputs: &[StepInput], out: &mut [f64]) {
+    /// `inputs[r]` (`h ← h + 1`) and write
+    /// `y = γ_h (S_ckpt q) + Σ_{j≤h} γ_{j+1:h} (k_jᵀ q) v_j + D x`, gated by `silu(z)`, to
+    /// `out[r][head][dv]`. When `h` reaches `L` this is a flush step:
+    /// `S_ckpt ← γ_L S_ckpt + Σ_j γ_{j+1:L} v_j k_jᵀ`, the ring is emptied (`h ← 0`) and the
+    /// current record is never written to it. Non-flush steps write one record and no state.
+    /// Resets the slot's flush flag (`h + 1 > L` is false after a decode step).
+    pub fn decode_step(
+        &mut self,
+        params: &Mamba2Params,
+        slots: &[usize],
+        inputs: &[StepInput],
+        out: &mut [f64],
+    ) {
         let shape = self.ckpt.shape();
-        check_batch(shape, params, self.ckpt.slots(), slots, inputs.len(), out.len(), 1);
+        check_batch(
+            shape,
+            params,
+            self.ckpt.slots(),
+            slots,
+            inputs.len(),
+            out.len(),
+            1,
+        );
         let per_row = shape.heads * shape.dv;
         for (r, (&slot, input)) in slots.iter().zip(inputs).enumerate() {
             if slot == 0 {
@@ -128,7 +168,15 @@ impl ReplayCache {
             let mut records = self.records(slot, h);
             records.push(&record);
             let y = &mut out[r * per_row..(r + 1) * per_row];
-            output_only(shape, params, self.ckpt.slot(slot), &records, h, &[input], y);
+            output_only(
+                shape,
+                params,
+                self.ckpt.slot(slot),
+                &records,
+                h,
+                &[input],
+                y,
+            );
             if h + 1 == self.window {
                 let records: Vec<Record> = records.into_iter().cloned().collect();
                 let refs: Vec<&Record> = records.iter().collect();
@@ -151,12 +199,32 @@ impl ReplayCache {
     /// `out[r][s][head][dv]`. If the slot's flush flag is set (it must equal `h + T > L`), the
     /// `h` committed records are then folded into the checkpoint and dropped, keeping the drafts
     /// (`h ← 0`). Call [`ReplayCache::commit`] before the next step.
-    pub fn verify(&mut self, params: &Mamba2Params, slots: &[usize], drafts: &[Vec<StepInput>], out: &mut [f64]) {
+    pub fn verify(
+        &mut self,
+        params: &Mamba2Params,
+        slots: &[usize],
+        drafts: &[Vec<StepInput>],
+        out: &mut [f64],
+    ) {
         let shape = self.ckpt.shape();
         let t = drafts.first().map_or(1, Vec::len);
-        assert!((1..=self.max_drafts).contains(&t), "draft count {t} out of range");
-        assert!(drafts.iter().all(|d| d.len() == t), "every row carries the same number of drafts");
-        check_batch(shape, params, self.ckpt.slots(), slots, drafts.len(), out.len(), t);
+        assert!(
+            (1..=self.max_drafts).contains(&t),
+            "draft count {t} out of range"
+        );
+        assert!(
+            drafts.iter().all(|d| d.len() == t),
+            "every row carries the same number of drafts"
+        );
+        check_batch(
+            shape,
+            params,
+            self.ckpt.slots(),
+            slots,
+            drafts.len(),
+            out.len(),
+            t,
+        );
         let per_row = t * shape.heads * shape.dv;
         for (r, (&slot, row_drafts)) in slots.iter().zip(drafts).enumerate() {
             if slot == 0 {
@@ -164,7 +232,11 @@ impl ReplayCache {
             }
             assert_eq!(self.pending[slot], 0, "slot {slot} has uncommitted drafts");
             let h = self.committed[slot];
-            assert_eq!(self.flush[slot], h + t > self.window, "flush flag of slot {slot} not computed for T = {t}");
+            assert_eq!(
+                self.flush[slot],
+                h + t > self.window,
+                "flush flag of slot {slot} not computed for T = {t}"
+            );
             for (s, input) in row_drafts.iter().enumerate() {
                 check_input(shape, input);
                 self.write(slot, h + s, Record::new(params, input));
@@ -172,7 +244,15 @@ impl ReplayCache {
             let records = self.records(slot, h + t);
             let queries: Vec<&StepInput> = row_drafts.iter().collect();
             let y = &mut out[r * per_row..(r + 1) * per_row];
-            output_only(shape, params, self.ckpt.slot(slot), &records, h, &queries, y);
+            output_only(
+                shape,
+                params,
+                self.ckpt.slot(slot),
+                &records,
+                h,
+                &queries,
+                y,
+            );
             if self.flush[slot] {
                 let committed: Vec<Record> = records[..h].iter().map(|&rec| rec.clone()).collect();
                 let refs: Vec<&Record> = committed.iter().collect();
@@ -186,7 +266,8 @@ impl ReplayCache {
 
     /// Commits the verification results (the device-side commit kernel): for each non-padding
     /// row, `accepted[r] ≤ T` drafts become committed records by [`commit_rule`], and the flush
-    /// flag is computed for a next verification of `next_drafts` drafts.
+    /// flag is computed for a next verification of `next_drafts` drafts. A slot that did not
+    /// verify this step may be passed with `accepted = 0` to recompute its flag for a new `T`.
     pub fn commit(&mut self, slots: &[usize], accepted: &[usize], next_drafts: usize) {
         assert_eq!(slots.len(), accepted.len());
         assert!(next_drafts <= self.max_drafts);
@@ -194,7 +275,11 @@ impl ReplayCache {
             if slot == 0 {
                 continue;
             }
-            assert!(a <= self.pending[slot], "slot {slot}: accepted {a} of {} drafts", self.pending[slot]);
+            assert!(
+                a <= self.pending[slot],
+                "slot {slot}: accepted {a} of {} drafts",
+                self.pending[slot]
+            );
             let (h, flush) = commit_rule(self.committed[slot], a, next_drafts, self.window);
             self.committed[slot] = h;
             self.flush[slot] = flush;
@@ -211,7 +296,13 @@ impl ReplayCache {
     /// The first `n` records of a slot in logical order.
     fn records(&self, slot: usize, n: usize) -> Vec<&Record> {
         let cap = self.capacity();
-        (0..n).map(|p| self.ring[slot * cap + (self.start[slot] + p) % cap].as_ref().expect("record written")).collect()
+        (0..n)
+            .map(|p| {
+                self.ring[slot * cap + (self.start[slot] + p) % cap]
+                    .as_ref()
+                    .expect("record written")
+            })
+            .collect()
     }
 }
 
@@ -233,7 +324,9 @@ fn output_only(
         let key = |j: usize| &records[j].b[g * dk..(g + 1) * dk];
         let query = |s: usize| &queries[s].c[g * dk..(g + 1) * dk];
         // Kᵀ Q, once per group: ktq[j * T + s] = k_j · q_s.
-        let ktq: Vec<f64> = (0..h + t).flat_map(|j| (0..t).map(move |s| dot(key(j), query(s)))).collect();
+        let ktq: Vec<f64> = (0..h + t)
+            .flat_map(|j| (0..t).map(move |s| dot(key(j), query(s))))
+            .collect();
         for head in g * shape.heads_per_group()..(g + 1) * shape.heads_per_group() {
             let a = params.a[head];
             let s_ckpt = &ckpt[head * dv * dk..(head + 1) * dv * dk];
@@ -274,7 +367,7 @@ fn fold(shape: ModelShape, slot_state: &mut [f64], records: &[&Record], a: &[f64
             weights[j] = (a[head] * acc).exp();
             acc += rec.dt[head];
         }
-        let gamma = (a[head] * acc).exp() * (1.0 + 1e-9);
+        let gamma = (a[head] * acc).exp();
         let s = &mut slot_state[head * dv * dk..(head + 1) * dv * dk];
         for (i, row) in s.chunks_exact_mut(dk).enumerate() {
             for (c, sic) in row.iter_mut().enumerate() {

@@ -72,7 +72,10 @@ fn random_states(rng: &mut Rng, slots: usize) -> SlotStates {
     let mut states = SlotStates::zeros(CPU_TEST, slots);
     states.slot_mut(0).fill(SENTINEL);
     for s in 1..slots {
-        states.slot_mut(s).iter_mut().for_each(|v| *v = rng.normal());
+        states
+            .slot_mut(s)
+            .iter_mut()
+            .for_each(|v| *v = rng.normal());
     }
     states
 }
@@ -83,8 +86,14 @@ fn assert_close(got: &[f64], want: &[f64], chunk: usize, what: &str) {
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.chunks(chunk).zip(want.chunks(chunk)).enumerate() {
         let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        let err = g.iter().zip(w).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-        assert!(err.is_finite() && err <= TOL * scale, "{what}, chunk {i}: error {err:e} at scale {scale:e}");
+        let err = g
+            .iter()
+            .zip(w)
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            err.is_finite() && err <= TOL * scale,
+            "{what}, chunk {i}: error {err:e} at scale {scale:e}"
+        );
     }
 }
 
@@ -96,7 +105,15 @@ const SLOTS: usize = ROWS + 1;
 /// Slots of step `t`: row `r` joins at step `3r` (staggering `h` across rows) and is padding with
 /// probability 0.1 afterwards.
 fn batch_slots(rng: &mut Rng, t: usize) -> Vec<usize> {
-    (0..ROWS).map(|r| if r == ROWS - 1 || t < 3 * r || rng.uniform() < 0.1 { 0 } else { ROWS - 1 - r }).collect()
+    (0..ROWS)
+        .map(|r| {
+            if r == ROWS - 1 || t < 3 * r || rng.uniform() < 0.1 {
+                0
+            } else {
+                ROWS - 1 - r
+            }
+        })
+        .collect()
 }
 
 fn assert_untouched(replay: &ReplayCache, plain: &SlotStates) {
@@ -127,16 +144,26 @@ fn check_decode(window: usize, gated: bool, seed: u64) {
         assert_close(&got, &want, shape.dv, &what);
         for (r, &slot) in slots.iter().enumerate() {
             if slot == 0 {
-                assert!(got[r * per_row..(r + 1) * per_row].iter().all(|&v| v == SENTINEL));
+                assert!(got[r * per_row..(r + 1) * per_row]
+                    .iter()
+                    .all(|&v| v == SENTINEL));
                 continue;
             }
             active[slot] += 1;
             assert_eq!(replay.committed(slot), active[slot] % window, "{what}");
-            assert_close(&replay.state(&params, slot), plain.slot(slot), shape.state_elems(), &format!("{what}: state"));
+            assert_close(
+                &replay.state(&params, slot),
+                plain.slot(slot),
+                shape.state_elems(),
+                &format!("{what}: state"),
+            );
         }
     }
     for (slot, &n) in active.iter().enumerate().take(ROWS).skip(1) {
-        assert!(n >= 3 * window, "slot {slot}: {n} steps, fewer than 3 windows");
+        assert!(
+            n >= 3 * window,
+            "slot {slot}: {n} steps, fewer than 3 windows"
+        );
     }
     assert_untouched(&replay, &plain);
 }
@@ -165,7 +192,9 @@ fn check_verify(window: usize, max_drafts: usize, gated: bool, seed: u64) {
     for step in 0..4 * window + 30 {
         let t = next_t;
         let slots = batch_slots(&mut rng, step);
-        let drafts: Vec<Vec<StepInput>> = (0..ROWS).map(|_| (0..t).map(|_| random_input(&mut rng, gated)).collect()).collect();
+        let drafts: Vec<Vec<StepInput>> = (0..ROWS)
+            .map(|_| (0..t).map(|_| random_input(&mut rng, gated)).collect())
+            .collect();
         let what = format!("L = {window}, T = {t}, z = {gated}, step {step}");
 
         // Reference outputs: the recurrence over all T drafts, on a scratch copy of the states.
@@ -176,7 +205,8 @@ fn check_verify(window: usize, max_drafts: usize, gated: bool, seed: u64) {
             let mut out = vec![SENTINEL; ROWS * per_row];
             recurrent_step(&params, &mut scratch, &slots, &inputs, &mut out);
             for r in 0..ROWS {
-                want[(r * t + s) * per_row..(r * t + s + 1) * per_row].copy_from_slice(&out[r * per_row..(r + 1) * per_row]);
+                want[(r * t + s) * per_row..(r * t + s + 1) * per_row]
+                    .copy_from_slice(&out[r * per_row..(r + 1) * per_row]);
             }
         }
         for &slot in slots.iter().filter(|&&s| s != 0) {
@@ -187,21 +217,52 @@ fn check_verify(window: usize, max_drafts: usize, gated: bool, seed: u64) {
         assert_close(&got, &want, shape.dv, &what);
 
         // Accept a prefix of each row's drafts; advance the recurrence over it only.
-        let accepted: Vec<usize> = slots.iter().map(|&s| if s == 0 { 0 } else { 1 + rng.below(t) }).collect();
+        let accepted: Vec<usize> = slots
+            .iter()
+            .map(|&s| if s == 0 { 0 } else { 1 + rng.below(t) })
+            .collect();
         for s in 0..t {
-            let step_slots: Vec<usize> = slots.iter().zip(&accepted).map(|(&slot, &a)| if s < a { slot } else { 0 }).collect();
+            let step_slots: Vec<usize> = slots
+                .iter()
+                .zip(&accepted)
+                .map(|(&slot, &a)| if s < a { slot } else { 0 })
+                .collect();
             let inputs: Vec<StepInput> = drafts.iter().map(|d| d[s].clone()).collect();
-            recurrent_step(&params, &mut plain, &step_slots, &inputs, &mut vec![0.0; ROWS * per_row]);
+            recurrent_step(
+                &params,
+                &mut plain,
+                &step_slots,
+                &inputs,
+                &mut vec![0.0; ROWS * per_row],
+            );
         }
         // Commit, recomputing the flags of every live slot (idle ones accept 0) for the next T.
         next_t = 1 + rng.below(max_drafts);
-        let live: Vec<usize> = (0..ROWS).map(|r| if r == ROWS - 1 { 0 } else { ROWS - 1 - r }).collect();
-        let live_accepted: Vec<usize> = live.iter().map(|&l| slots.iter().position(|&s| s == l && l != 0).map_or(0, |r| accepted[r])).collect();
+        let live: Vec<usize> = (0..ROWS)
+            .map(|r| if r == ROWS - 1 { 0 } else { ROWS - 1 - r })
+            .collect();
+        let live_accepted: Vec<usize> = live
+            .iter()
+            .map(|&l| {
+                slots
+                    .iter()
+                    .position(|&s| s == l && l != 0)
+                    .map_or(0, |r| accepted[r])
+            })
+            .collect();
         replay.commit(&live, &live_accepted, next_t);
         for &slot in live.iter().filter(|&&s| s != 0) {
             assert!(replay.committed(slot) <= window, "{what}");
-            assert_eq!(replay.flush_pending(slot), replay.committed(slot) + next_t > window);
-            assert_close(&replay.state(&params, slot), plain.slot(slot), shape.state_elems(), &format!("{what}: state"));
+            assert_eq!(
+                replay.flush_pending(slot),
+                replay.committed(slot) + next_t > window
+            );
+            assert_close(
+                &replay.state(&params, slot),
+                plain.slot(slot),
+                shape.state_elems(),
+                &format!("{what}: state"),
+            );
         }
     }
     for (slot, &n) in flushes.iter().enumerate().take(ROWS).skip(1) {
@@ -233,8 +294,17 @@ fn zero_decay_stays_finite() {
         if t % 5 == 2 {
             input.dt.iter_mut().for_each(|d| *d = 1e4); // α = exp(−1e4·|A|) = 0
         }
-        let (mut want, mut got) = (vec![0.0; shape.heads * shape.dv], vec![0.0; shape.heads * shape.dv]);
-        recurrent_step(&params, &mut plain, &[1], std::slice::from_ref(&input), &mut want);
+        let (mut want, mut got) = (
+            vec![0.0; shape.heads * shape.dv],
+            vec![0.0; shape.heads * shape.dv],
+        );
+        recurrent_step(
+            &params,
+            &mut plain,
+            &[1],
+            std::slice::from_ref(&input),
+            &mut want,
+        );
         replay.decode_step(&params, &[1], std::slice::from_ref(&input), &mut got);
         assert_close(&got, &want, shape.dv, &format!("step {t}"));
     }
