@@ -296,7 +296,7 @@ fn every_unary_binary_and_cmp_op() {
         f = f + (x - y) * (x / y) + minimum(x, y) + maximum(x, y);
         let h = load(typed::<f16>(a[5]) + offs, true);
         let h2 = exp(h) * h + tanh(h) - h / (h + 1.0f32) + minimum(h, h);
-        f = f + h2.cast::<f32>();
+        f += h2.cast::<f32>();
         store(typed::<f32>(a[6]) + offs, f, true);
         macro_rules! int_ops {
             ($t:ty, $src:expr, $dst:expr) => {{
@@ -346,7 +346,8 @@ fn if_on_scalar_and_loop_carried_values() {
 /// debug builds are several times slower, so this only guards against blow-ups).
 #[test]
 fn compile_speed() {
-    let cases: Vec<(&str, Box<dyn Fn() -> Kernel>)> = vec![
+    type Make = Box<dyn Fn() -> Kernel>;
+    let cases: Vec<(&str, Make)> = vec![
         ("softmax 1024", Box::new(|| row_softmax(1024, 4))),
         ("matmul 64x64x32", Box::new(|| matmul(64, 64, 32, 4, false))),
         ("rmsnorm 16x64", Box::new(|| rmsnorm(16, 64, 4))),
@@ -363,5 +364,28 @@ fn compile_speed() {
         let per = start.elapsed().as_secs_f64() * 1e3 / (2 * runs) as f64;
         println!("{name}: {per:.3} ms per kernel config (trace + passes + PTX)");
         assert!(per < 100.0, "{name} took {per} ms");
+    }
+}
+
+/// `x + x.trans()` and a reshape feeding a reduction need layout conversions through shared
+/// memory (for every element type class: f32, f16, i64, bool).
+#[test]
+fn layout_conversions() {
+    for warps in [1, 4] {
+        let k = trace("convert", vec![ptr("x", Elem::F32), ptr("h", Elem::F16), ptr("l", Elem::I64), ptr("b", Elem::Bool), ptr("out", Elem::F32)], vec![], warps, |a| {
+            let offs = (arange(32) * 32).expand_dims(1) + arange(32).expand_dims(0);
+            let x = load(typed::<f32>(a[0]) + offs, true);
+            let h = load(typed::<f16>(a[1]) + offs, true);
+            let l = load(typed::<i64>(a[2]) + offs, true);
+            let b = load(typed::<bool>(a[3]) + offs, true);
+            let t = x + x.trans() + (h + h.trans()).cast::<f32>() + (l + l.trans()).cast::<f32>() + (b ^ b.trans()).cast::<f32>();
+            let r = sum(t.reshape([8, 128]), 1);
+            store(typed::<f32>(a[4]) + arange(8), r, true);
+            store(typed::<f32>(a[4]) + offs, t, true);
+        })
+        .unwrap();
+        let c = check(&k);
+        assert!(c[0].stage("layout").unwrap().contains("convert"));
+        assert!(c[0].ptx.contains("st.shared") && c[0].shared_bytes > 0);
     }
 }

@@ -17,7 +17,7 @@ impl Emitter<'_> {
             (Elem::Bool, t) if t.is_float() => {
                 let f = self.reg(Class::F32);
                 emit!(self, "selp.f32 {f}, {}, {}, {x}", f32_imm(1.0), f32_imm(0.0));
-                self.from_f32(t, f)
+                self.round_from_f32(t, f)
             }
             (Elem::Bool, t) => {
                 let d = self.reg(Class::of_elem(t));
@@ -27,7 +27,7 @@ impl Emitter<'_> {
             (f, Elem::Bool) => {
                 let d = self.reg(Class::Pred);
                 if f.is_float() {
-                    let y = self.to_f32(f, x);
+                    let y = self.widen_f32(f, x);
                     emit!(self, "setp.neu.f32 {d}, {y}, {}", f32_imm(0.0));
                 } else {
                     emit!(self, "setp.ne.{} {d}, {x}, 0", int_type(f));
@@ -35,13 +35,13 @@ impl Emitter<'_> {
                 d
             }
             (f, t) if f.is_float() && t.is_float() => {
-                let y = self.to_f32(f, x);
-                self.from_f32(t, y)
+                let y = self.widen_f32(f, x);
+                self.round_from_f32(t, y)
             }
             (f, t) if f.is_int() && t.is_float() => {
                 if t == Elem::F8E4M3 {
                     let y = self.cast(f, Elem::F32, x);
-                    return self.from_f32(t, y);
+                    return self.round_from_f32(t, y);
                 }
                 let d = self.reg(Class::of_elem(t));
                 let tn = match t {
@@ -53,7 +53,7 @@ impl Emitter<'_> {
                 d
             }
             (f, t) if f.is_float() => {
-                let y = self.to_f32(f, x);
+                let y = self.widen_f32(f, x);
                 let d = self.reg(Class::of_elem(t));
                 emit!(self, "cvt.rzi.{}.f32 {d}, {y}", int_type(t));
                 d
@@ -147,8 +147,8 @@ impl Emitter<'_> {
         let m = self.select(Class::F32, up, hi, lo);
         let s = self.reg(Class::F32);
         emit!(self, "copysign.f32 {s}, {x}, {m}");
-        let sr = self.from_f32(to, s);
-        let rn = self.from_f32(to, x);
+        let sr = self.round_from_f32(to, s);
+        let rn = self.round_from_f32(to, x);
         emit!(self, "setp.eq.f32 {exact}, {lo}, {a}");
         emit!(self, "testp.finite.f32 {fin}, {x}");
         emit!(self, "not.pred {fin}, {fin}");

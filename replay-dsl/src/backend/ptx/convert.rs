@@ -36,7 +36,7 @@ fn smem_vec(l: &Layout, s: usize) -> usize {
 
 impl Emitter<'_> {
     /// `reg` as a memory operand register (`.pred` becomes a 0/1 `.b16`).
-    pub(super) fn to_mem(&mut self, reg: Reg) -> Reg {
+    pub(super) fn mem_reg(&mut self, reg: Reg) -> Reg {
         if reg.class != Class::Pred {
             return reg;
         }
@@ -46,7 +46,7 @@ impl Emitter<'_> {
     }
 
     /// A register loaded from memory (a `.b16` byte) as an element of `dtype`.
-    pub(super) fn from_mem(&mut self, reg: Reg, dtype: DType) -> Reg {
+    pub(super) fn reg_from_mem(&mut self, reg: Reg, dtype: DType) -> Reg {
         if dtype != DType::Val(Elem::Bool) {
             return reg;
         }
@@ -74,7 +74,7 @@ impl Emitter<'_> {
         let guard = pred.map(|p| format!("@{p} ")).unwrap_or_default();
         for g in (0..regs.len()).step_by(vw) {
             let off = layout.reg_flat(g) * s;
-            let vals: Vec<String> = regs[g..g + vw].iter().map(|r| self.to_mem(*r).to_string()).collect();
+            let vals: Vec<String> = regs[g..g + vw].iter().map(|r| self.mem_reg(*r).to_string()).collect();
             if vw == 1 {
                 emit!(self, "{guard}st.shared.{t} [{addr}+{off}], {}", vals[0]);
             } else {
@@ -101,7 +101,7 @@ impl Emitter<'_> {
                 emit!(self, "ld.shared.v{vw}.{t} {{{}}}, [{addr}+{off}]", names.join(", "));
             }
             for d in dst {
-                let v = self.from_mem(d, dtype);
+                let v = self.reg_from_mem(d, dtype);
                 out.push(v);
             }
         }

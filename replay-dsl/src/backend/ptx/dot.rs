@@ -13,7 +13,7 @@ impl Emitter<'_> {
     fn f32_regs(&mut self, v: crate::ir::Value, l: LayoutId) -> Result<Vec<Reg>, CompileError> {
         let e = elem(self.ty(v).dtype);
         let regs = self.get(v, l)?;
-        Ok(regs.into_iter().map(|x| self.to_f32(e, x)).collect())
+        Ok(regs.into_iter().map(|x| self.widen_f32(e, x)).collect())
     }
 
     /// The dot product result in layout `lc` (the accumulator's layout).

@@ -49,7 +49,7 @@ impl Emitter<'_> {
     }
 
     /// `x` (of float type `e`) widened to f32.
-    pub(super) fn to_f32(&mut self, e: Elem, x: Reg) -> Reg {
+    pub(super) fn widen_f32(&mut self, e: Elem, x: Reg) -> Reg {
         if e == Elem::F32 {
             return x;
         }
@@ -68,7 +68,7 @@ impl Emitter<'_> {
     }
 
     /// f32 `x` rounded to float type `e` (nearest even; f8e4m3 saturates).
-    pub(super) fn from_f32(&mut self, e: Elem, x: Reg) -> Reg {
+    pub(super) fn round_from_f32(&mut self, e: Elem, x: Reg) -> Reg {
         if e == Elem::F32 {
             return x;
         }
@@ -88,8 +88,7 @@ impl Emitter<'_> {
         let out_ty = self.ty(r).dtype;
         let in_ty = self.ty(inst.op.operands()[0]).dtype;
         let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let x = ops[0][i];
+        for (i, &x) in ops[0].iter().enumerate().take(n) {
             let v = match &inst.op {
                 Op::Unary(u, _) => self.unary(*u, elem(out_ty), x)?,
                 Op::Binary(b, _, _) => self.binary(*b, elem(out_ty), x, ops[1][i])?,
@@ -111,7 +110,7 @@ impl Emitter<'_> {
 
     fn unary(&mut self, op: UnaryOp, e: Elem, x: Reg) -> Result<Reg, CompileError> {
         if e.is_float() {
-            let f = self.to_f32(e, x);
+            let f = self.widen_f32(e, x);
             let d = match op {
                 UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Exp2 | UnaryOp::Log2 | UnaryOp::Sqrt | UnaryOp::Rsqrt => {
                     let d = self.reg(Class::F32);
@@ -139,7 +138,7 @@ impl Emitter<'_> {
                 UnaryOp::Tanh => self.tanh_f32(f),
                 UnaryOp::Not => return Err(self.unsupported(format!("not on {e}"))),
             };
-            return Ok(self.from_f32(e, d));
+            return Ok(self.round_from_f32(e, d));
         }
         let d = self.reg(x.class);
         match (op, e) {
@@ -155,7 +154,7 @@ impl Emitter<'_> {
 
     fn binary(&mut self, op: BinaryOp, e: Elem, a: Reg, b: Reg) -> Result<Reg, CompileError> {
         if e.is_float() {
-            let (x, y) = (self.to_f32(e, a), self.to_f32(e, b));
+            let (x, y) = (self.widen_f32(e, a), self.widen_f32(e, b));
             let inst = match op {
                 BinaryOp::Add => "add.rn.f32",
                 BinaryOp::Sub => "sub.rn.f32",
@@ -167,7 +166,7 @@ impl Emitter<'_> {
             };
             let d = self.reg(Class::F32);
             emit!(self, "{inst} {d}, {x}, {y}");
-            return Ok(self.from_f32(e, d));
+            return Ok(self.round_from_f32(e, d));
         }
         let d = self.reg(a.class);
         if e == Elem::Bool {
@@ -220,7 +219,7 @@ impl Emitter<'_> {
             CmpOp::Ge => "ge",
         };
         if e.is_float() {
-            let (x, y) = (self.to_f32(e, a), self.to_f32(e, b));
+            let (x, y) = (self.widen_f32(e, a), self.widen_f32(e, b));
             emit!(self, "setp.{}.f32 {d}, {x}, {y}", name("neu"));
         } else if e == Elem::Bool {
             let (x, y) = (self.reg(Class::B32), self.reg(Class::B32));

@@ -79,8 +79,8 @@ impl Emitter<'_> {
         let big = self.f32_op("sub.rn.f32", &[&f32_imm(1.0), &q]);
         let big = self.f32_op("copysign.f32", &[&x, &big]);
         let z = self.f32_op("mul.rn.f32", &[&x, &x]);
-        let mut p = self.f32_op("mov.f32", &[&f32_imm(-5.704_988_7e-3)]);
-        for c in [2.063_908_9e-2, -5.373_971_6e-2, 1.333_144_2e-1, -3.333_328_2e-1] {
+        let mut p = self.f32_op("mov.f32", &[&f32_imm(-0.005_704_988_7)]);
+        for c in [0.020_639_088, -0.053_739_715, 0.133_314_42, -0.333_332_8] {
             p = self.f32_op("fma.rn.f32", &[&p, &z, &f32_imm(c)]);
         }
         let pz = self.f32_op("mul.rn.f32", &[&p, &z]);

@@ -25,7 +25,7 @@ impl Emitter<'_> {
             DType::Val(Elem::Bool) => {
                 let h = self.reg(Class::B16);
                 emit!(self, "ld.param.u8 {h}, [{name}]");
-                self.from_mem(h, dtype)
+                self.reg_from_mem(h, dtype)
             }
             DType::Val(e) => {
                 let d = self.reg(Class::of_elem(e));
@@ -83,7 +83,7 @@ impl Emitter<'_> {
                     for (j, d) in dst.iter().enumerate() {
                         match &others {
                             Some(o) => {
-                                let o = self.to_mem(o[g + j]);
+                                let o = self.mem_reg(o[g + j]);
                                 emit!(self, "mov.{} {d}, {o}", mc.mov_type());
                             }
                             None => emit!(self, "mov.{} {d}, 0", if mc == Class::F32 { "b32" } else { mc.mov_type() }),
@@ -116,7 +116,7 @@ impl Emitter<'_> {
                 }
             }
             for d in dst {
-                let x = self.from_mem(d, dtype);
+                let x = self.reg_from_mem(d, dtype);
                 out.push(x);
             }
         }
@@ -136,7 +136,7 @@ impl Emitter<'_> {
         let t = mem_type(dtype);
         for g in (0..ptrs.len()).step_by(v) {
             let guard = self.guard(masks.as_ref().map(|m| m[g]), owner);
-            let names: Vec<String> = vals[g..g + v].iter().map(|r| self.to_mem(*r).to_string()).collect();
+            let names: Vec<String> = vals[g..g + v].iter().map(|r| self.mem_reg(*r).to_string()).collect();
             if v == 1 {
                 emit!(self, "{guard}st.global.{t} [{}], {}", ptrs[g], names[0]);
             } else if s >= 4 {

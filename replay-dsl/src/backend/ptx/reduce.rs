@@ -79,7 +79,7 @@ impl Emitter<'_> {
         let acc = acc_elem(e);
         let inst = combine_inst(kind, e);
         let input = self.get(value, lin)?;
-        let input: Vec<Reg> = input.into_iter().map(|x| if e.is_float() { self.to_f32(e, x) } else { x }).collect();
+        let input: Vec<Reg> = input.into_iter().map(|x| if e.is_float() { self.widen_f32(e, x) } else { x }).collect();
         let layout = self.asg.layout(lin).clone();
         // 1. Registers.
         let map = layout.reg_map_dropping(&[axis]);
@@ -130,7 +130,7 @@ impl Emitter<'_> {
                 *x = self.tree(&inst, parts);
             }
         }
-        Ok(out.into_iter().map(|x| if e.is_float() { self.from_f32(e, x) } else { x }).collect())
+        Ok(out.into_iter().map(|x| if e.is_float() { self.round_from_f32(e, x) } else { x }).collect())
     }
 
     /// The identity of a scan or reduction combining function, as an immediate of `e`.

@@ -26,7 +26,7 @@ impl Emitter<'_> {
         };
         let ident = Self::identity_imm(acc, product);
         let input = self.get(value, l)?;
-        let input: Vec<Reg> = input.into_iter().map(|x| if e.is_float() { self.to_f32(e, x) } else { x }).collect();
+        let input: Vec<Reg> = input.into_iter().map(|x| if e.is_float() { self.widen_f32(e, x) } else { x }).collect();
         let layout = self.asg.layout(l).clone();
         let class = Class::of_elem(acc);
         let sel = class.mov_type();
@@ -125,6 +125,6 @@ impl Emitter<'_> {
                 None => incl[i],
             })
             .collect();
-        Ok(out.into_iter().map(|x| if e.is_float() { self.from_f32(e, x) } else { x }).collect())
+        Ok(out.into_iter().map(|x| if e.is_float() { self.round_from_f32(e, x) } else { x }).collect())
     }
 }
