@@ -1,9 +1,11 @@
 //! # replay-kernels
 //!
 //! Kernels written in the replay tile language, each with a float64 CPU reference:
-//! the [`gallery`] (vector add, softmax, RMSNorm, scans, matmul, atomics).
+//! the [`gallery`] (vector add, softmax, RMSNorm, scans, matmul, atomics), and the float64
+//! references and traffic model of the ReplaySSM decode kernels ([`ssm`]).
 
 pub mod gallery;
+pub mod ssm;
 
 use replay_dsl::KernelEntry;
 
