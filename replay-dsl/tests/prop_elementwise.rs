@@ -1009,13 +1009,12 @@ proptest! {
     }
 }
 
-/// Found while writing this suite: constant folding rounds to bf16 with `half::bf16::from_f64`
+/// Regression: constant folding once rounded to bf16 with `half::bf16::from_f64`
 /// (`passes/fold.rs`, `round_float`), which drops the low 32 bits of the f64 before rounding, so
 /// a value just above a tie rounds down. The interpreter (exact rounding) stores 1.0078125, the
 /// folded IR — and hence the PTX constant `0x3F80` — stores 1.0. (`f16::from_f64` is also not
 /// exact in general: via f32 when the CPU has F16C, else with the same truncation.)
 #[test]
-#[ignore = "known bug: fold.rs rounds f32→bf16 constants incorrectly; un-ignore once fixed"]
 fn fold_rounds_bf16_constants_like_the_interpreter() {
     let x = 1.0f32 + 2f32.powi(-8) + 2f32.powi(-23); // just above the bf16 tie 1 + 2^-8
     let kernel = trace("bf16_const", vec![ptr("out", Elem::BF16)], vec![], 4, |a| {

@@ -147,15 +147,10 @@ pub(crate) fn wrap(e: Elem, i: i64) -> i64 {
     }
 }
 
-/// Rounds an f64 to the nearest value of float type `e` (ties to even).
+/// Rounds an f64 to the nearest value of float type `e` (ties to even), exactly as the
+/// interpreter does.
 pub(crate) fn round_float(e: Elem, x: f64) -> f64 {
-    match e {
-        Elem::F32 => x as f32 as f64,
-        Elem::F16 => half::f16::from_f64(x).to_f64(),
-        Elem::BF16 => half::bf16::from_f64(x).to_f64(),
-        Elem::F8E4M3 => float8::F8E4M3::from_f64(x).to_f64(),
-        _ => x,
-    }
+    crate::host::round_to(e, x).unwrap_or(x)
 }
 
 fn fold_binary(op: BinaryOp, e: Elem, x: Const, y: Const) -> Option<Const> {
