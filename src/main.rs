@@ -1,1 +1,5 @@
-fn main() {}
+//! The `replay` command: see [`replay::cli`].
+
+fn main() -> std::process::ExitCode {
+    replay::cli::main()
+}
