@@ -20,6 +20,12 @@ pub fn registry() -> Vec<KernelEntry> {
         KernelEntry::of::<matmul::matmul::Kernel>(),
         KernelEntry::of::<atomics::histogram::Kernel>(),
         KernelEntry::of::<atomics::global_max::Kernel>(),
+        KernelEntry::of::<ssm::kernels::decode::mamba2_decode::Kernel>(),
+        KernelEntry::of::<ssm::kernels::decode::mamba2_decode_f16::Kernel>(),
+        KernelEntry::of::<ssm::kernels::replay::mamba2_replay_step::Kernel>(),
+        KernelEntry::of::<ssm::kernels::verify::mamba2_verify::Kernel>(),
+        KernelEntry::of::<ssm::kernels::commit::mamba2_commit::Kernel>(),
+        KernelEntry::of::<ssm::kernels::spec_baseline::mamba2_spec_baseline::Kernel>(),
     ]
 }
 

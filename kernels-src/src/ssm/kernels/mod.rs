@@ -1,0 +1,136 @@
+//! The Mamba-2 decode kernels of ReplaySSM, written in the tile language, and the memory layout
+//! they share with the state manager.
+//!
+//! | kernel | what one launch does | grid |
+//! |---|---|---|
+//! | [`decode::mamba2_decode`] | conventional step, fp32 state: read `S`, `S ← αS + v kᵀ`, `y = S q + D x` (· silu z), write `S` | `(batch, HEADS, ⌈DV/BV⌉)` |
+//! | [`decode::mamba2_decode_f16`] | the same on an fp16 state, written with stochastic rounding (`SR`) or round-to-nearest | `(batch, HEADS, ⌈DV/BV⌉)` |
+//! | [`replay::mamba2_replay_step`] | one replay decode step for the batch: non-flush rows read the checkpoint and the ring and append the step's record; flush rows fold the window into the checkpoint | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
+//! | [`verify::mamba2_verify`] | output-only verification of `n_drafts ≤ T` drafts, with the pre-flush of the committed records when the flag says so | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
+//! | [`commit::mamba2_commit`] | advances `h` by the accepted counts and computes the next flush flags | `⌈batch/BLOCK⌉` |
+//! | [`spec_baseline::mamba2_spec_baseline`] | conventional speculative decoding: one state snapshot written per draft | `(batch, HEADS, ⌈DV/BV⌉)` |
+//!
+//! # Memory layout
+//!
+//! Shapes are constexprs (`HEADS`, `GROUPS`, `DK`, `DV`, `L`, `T`, `HAS_Z`) so the compiler sees
+//! static shapes; `batch`, `slots` and `n_drafts` are runtime. Value head `hd` reads group
+//! `hd / (HEADS / GROUPS)`. All arrays are dense, row-major, C order.
+//!
+//! **Per-step inputs** (bf16 activations, as the serving engine produces them). One decode step:
+//! `dt [batch, HEADS]`, `x [batch, HEADS, DV]`, `B [batch, GROUPS, DK]`, `C [batch, GROUPS, DK]`,
+//! `z [batch, HEADS, DV]` (read only when `HAS_Z`), output `y [batch, HEADS, DV]` (bf16).
+//! Speculative kernels take `n_drafts` tokens per row, token-major inside a row:
+//! `dt [batch, n_drafts, HEADS]`, `x, z, y [batch, n_drafts, HEADS, DV]`,
+//! `B, C [batch, n_drafts, GROUPS, DK]`.
+//! Parameters (f32): `A [HEADS]` (`A < 0`), `D [HEADS]`, `dt_bias [HEADS]`.
+//! Row → slot: `slot_idx: i32 [batch]`; slot 0 is the padding slot: a row whose slot is 0 reads
+//! no input and writes nothing (its output rows keep whatever they held), and nothing ever
+//! reads or writes slot 0's state, ring or counters. Non-zero slots of one launch are distinct.
+//!
+//! **State** (conventional kernels) and **checkpoint** (replay kernels): `[slots, HEADS, DV, DK]`,
+//! f32 (or f16 for [`decode::mamba2_decode_f16`]) — the serving engines' SSM-cache layout.
+//!
+//! **Record ring** per slot, capacity `CAP = L + T` (`T` = the most drafts one verification may
+//! carry; `T = 0` for pure decoding), one record per token and all heads:
+//! - `rec_dt: f32 [slots, CAP, HEADS]` — `dt' = softplus(dt + dt_bias)`,
+//! - `rec_x: bf16 [slots, CAP, HEADS, DV]` — `x` as given (`v = dt'·x` is formed on read),
+//! - `rec_b: bf16 [slots, CAP, GROUPS, DK]` — `B` (`k = B`), once per group.
+//!
+//! **Counters** `meta: i32 [slots, 4]` (one 16-byte line per slot, shared by every layer of the
+//! model, since all layers advance together):
+//! - `meta[s][0]` (`META_START`) — ring position of the first committed record;
+//! - `meta[s][1]` (`META_H`) — `h`, the number of committed records after the checkpoint
+//!   (record `j` of the window, `0 ≤ j < h`, lives at position `(start + j) % CAP`);
+//! - `meta[s][2]` (`META_FLUSH`) — the flush flag of the *next* launch, computed by
+//!   [`commit::mamba2_commit`]: for a decode step `h + 1 ≥ L`, for a verification of `n`
+//!   drafts `h + n > L`;
+//! - `meta[s][3]` — reserved, 0.
+//!
+//! The logical state of slot `s` is `S_h = γ_h S_ckpt + Σ_{j<h} γ_{j+1:h} v_j k_jᵀ`.
+//! A fresh slot holds its initial state as checkpoint, `start = 0`, `h = 0` and the flag for
+//! its first launch ([`initial_flush_flag`]).
+//!
+//! # The decode loop (no host synchronisation)
+//! Per model step: each SSM layer launches [`replay::mamba2_replay_step`] (or
+//! [`verify::mamba2_verify`]); then **one** [`commit::mamba2_commit`] for the whole model
+//! advances the shared counters (`after_verify = 0` after decode steps, with `accepted`
+//! ignored; `1` after verification, with the sampler's accepted counts in device memory) and
+//! sets the flags for the next step's kind (`next_drafts = 0`: a decode step; `n`: a
+//! verification of `n` drafts). The replay kernels only read `meta`, so every layer of a step
+//! sees the same counters; the record appended at a decode step is committed by that commit.
+//!
+//! # Numerics
+//! Decay products are `exp(A · Σ dt')` with every sum a plain running sum of the positive
+//! `dt'` over exactly its range (a `cumsum` over records ordered newest-first, shifted by one
+//! record), never a ratio of prefix products nor a difference of prefix sums. All state
+//! arithmetic is f32 (products `k_jᵀ q` and `S_ckpt q` in f32 from bf16 inputs); outputs are
+//! rounded to bf16 once.
+
+pub mod commit;
+pub mod decode;
+pub mod replay;
+pub mod spec_baseline;
+pub mod verify;
+
+use replay_dsl::prelude::*;
+
+/// `meta[s][META_START]`: ring position of the first committed record of slot `s`.
+pub const META_START: usize = 0;
+/// `meta[s][META_H]`: committed records `h` of slot `s`.
+pub const META_H: usize = 1;
+/// `meta[s][META_FLUSH]`: the flush flag of the next launch touching slot `s` (0 or 1).
+pub const META_FLUSH: usize = 2;
+/// `i32`s per slot in `meta`.
+pub const META_WORDS: usize = 4;
+
+/// The flush flag of a slot with `h` committed records, for a next launch that is a decode
+/// step (`next_drafts = 0`: the window folds when the current token fills it, `h + 1 ≥ L`) or a
+/// verification of `next_drafts` drafts (`h + next_drafts > L`). [`commit::mamba2_commit`]
+/// computes exactly this on the device.
+pub fn initial_flush_flag(h: usize, next_drafts: usize, window: usize) -> bool {
+    if next_drafts == 0 {
+        h + 1 >= window
+    } else {
+        h + next_drafts > window
+    }
+}
+
+/// Rows of the record tiles: a power of two ≥ `cap` (and ≥ 4, the least `K` of `dot`).
+pub const fn record_rows(cap: usize) -> usize {
+    let r = cap.next_power_of_two();
+    if r < 4 {
+        4
+    } else {
+        r
+    }
+}
+
+/// `lowbias32` (C. Wellons): a 32-bit integer bijection with good avalanche, in the DSL.
+pub fn mix32(x: Tile<u32>) -> Tile<u32> {
+    let x = x ^ (x >> 16u32);
+    let x = x * 0x21f0_aaadu32;
+    let x = x ^ (x >> 15u32);
+    let x = x * 0x735a_2d97u32;
+    x ^ (x >> 15u32)
+}
+
+/// The per-launch key of the stochastic-rounding bits: `mix32(seed ^ mix32(step ^ 0x9e3779b9))`.
+pub fn sr_key(seed: Tile<u32>, step: Tile<u32>) -> Tile<u32> {
+    mix32(seed ^ mix32(step ^ 0x9e37_79b9u32))
+}
+
+/// Host mirror of [`mix32`].
+pub fn mix32_host(x: u32) -> u32 {
+    let x = x ^ (x >> 16);
+    let x = x.wrapping_mul(0x21f0_aaad);
+    let x = x ^ (x >> 15);
+    let x = x.wrapping_mul(0x735a_2d97);
+    x ^ (x >> 15)
+}
+
+/// Host mirror of the random bits [`decode::mamba2_decode_f16`] uses for the state element at
+/// flat index `index` of the state buffer: `mix32(index ^ sr_key(seed, step))`.
+pub fn sr_bits_host(seed: u32, step: u32, index: u64) -> u32 {
+    let key = mix32_host(seed ^ mix32_host(step ^ 0x9e37_79b9));
+    mix32_host(index as u32 ^ key)
+}

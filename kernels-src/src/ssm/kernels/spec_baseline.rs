@@ -1,0 +1,69 @@
+//! Conventional speculative decoding, as serving engines do it today: the recurrence runs over
+//! the drafts and writes one full state snapshot per draft token.
+
+use replay_dsl::prelude::*;
+
+/// Verifies `n_drafts` draft tokens per row with the plain recurrence: the state of slot
+/// `slot_idx[row]` is read once, and after draft `s` (`S ← α_s S + v_s k_sᵀ`,
+/// `y_s = S q_s + D x_s`, times `silu(z_s)` when `HAS_Z`) the whole state is written to slot
+/// `snap_idx[row, s]` — `1` read and `n_drafts` writes of the state. Accepting `a` drafts then
+/// makes `snap_idx[row, a-1]` the row's state (a slot-index move by the state manager).
+/// Padding rows (`slot_idx[row] == 0`) do nothing; snapshot slots must be distinct and non-zero.
+#[kernel]
+pub fn mamba2_spec_baseline(
+    #[extent(batch * n_drafts * HEADS)] dt: Ptr<bf16>,
+    #[extent(batch * n_drafts * HEADS * DV)] x: Ptr<bf16>,
+    #[extent(batch * n_drafts * GROUPS * DK)] bmat: Ptr<bf16>,
+    #[extent(batch * n_drafts * GROUPS * DK)] cmat: Ptr<bf16>,
+    #[extent(batch * n_drafts * HEADS * DV * HAS_Z)] z: Ptr<bf16>,
+    #[extent(HEADS)] a: Ptr<f32>,
+    #[extent(HEADS)] d: Ptr<f32>,
+    #[extent(HEADS)] dt_bias: Ptr<f32>,
+    #[extent(batch)] slot_idx: Ptr<i32>,
+    #[extent(batch * n_drafts)] snap_idx: Ptr<i32>,
+    #[extent(slots * HEADS * DV * DK)] state: Ptr<f32>,
+    #[extent(batch * n_drafts * HEADS * DV)] out: Ptr<bf16>,
+    batch: i32,
+    slots: i32,
+    n_drafts: i32,
+    #[constexpr(default = 128)] HEADS: usize,
+    #[constexpr(default = 8)] GROUPS: usize,
+    #[constexpr(default = 128)] DK: usize,
+    #[constexpr(default = 64)] DV: usize,
+    #[constexpr(default = true)] HAS_Z: bool,
+    #[constexpr(default = 32)] BV: usize,
+) {
+    static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
+    let row = program_id(0);
+    let head = program_id(1);
+    let g = head / (HEADS / GROUPS);
+    let v = program_id(2) * BV + arange(BV);
+    let vmask = v < DV;
+    let kk = arange(DK);
+    let slot = load(slot_idx + row, true);
+    if slot != 0 {
+        let elem = (v * DK).expand_dims(1) + kk.expand_dims(0);
+        let smask = vmask.expand_dims(1);
+        let head_off = head.cast::<i64>() * (DV * DK);
+        let mut s = load(state + slot.cast::<i64>() * (HEADS * DV * DK) + head_off + elem, smask);
+        let a_h = load(a + head, true);
+        let bias = load(dt_bias + head, true);
+        let d_h = load(d + head, true);
+        for t in range(0, n_drafts) {
+            let tok = row * n_drafts + t;
+            let dtp = softplus(load(dt + tok * HEADS + head, true).cast::<f32>() + bias);
+            let xoff = (tok * HEADS + head) * DV + v;
+            let xv = load(x + xoff, vmask).cast::<f32>();
+            let k = load(bmat + (tok * GROUPS + g) * DK + kk, true).cast::<f32>();
+            let q = load(cmat + (tok * GROUPS + g) * DK + kk, true).cast::<f32>();
+            s = exp(dtp * a_h) * s + (dtp * xv).expand_dims(1) * k.expand_dims(0);
+            let mut y = sum(s * q.expand_dims(0), 1) + d_h * xv;
+            if HAS_Z {
+                y = y * silu(load(z + xoff, vmask).cast::<f32>());
+            }
+            store(out + xoff, y.cast::<bf16>(), vmask);
+            let snap = load(snap_idx + tok, true).cast::<i64>();
+            store(state + snap * (HEADS * DV * DK) + head_off + elem, s, smask);
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Conventional decode kernels on the interpreter: `mamba2_decode` (fp32 state) against the
+//! float64 recurrence over several steps; `mamba2_decode_f16` with round-to-nearest and with
+//! stochastic rounding (every result one of the two f16 neighbours of the exact update,
+//! unbiased over many steps, the documented hash of seed, step and element index).
+
+mod ssm_util;
+
+use half::{bf16, f16};
+use replay_dsl::host::stochastic_round;
+use replay_dsl::Elem;
+use replay_kernels::ssm::kernels::decode::{mamba2_decode, mamba2_decode_f16};
+use replay_kernels::ssm::kernels::sr_bits_host;
+use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
+use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
+use replay_runtime::prelude::*;
+use replay_runtime::ArgValue;
+use ssm_util::*;
+
+const SHAPE: ModelShape = CPU_TEST;
+
+#[test]
+fn fp32_decode_follows_the_recurrence() {
+    let shape = SHAPE;
+    let mut rng = Rng(31);
+    let (dev, s) = device();
+    let batch = 4usize;
+    let n_slots = 5;
+    let slots = [3usize, 0, 1, 4];
+    let live: Vec<bool> = slots.iter().map(|&x| x != 0).collect();
+    let params = random_params(&mut rng, shape);
+    let mut truth = random_states(&mut rng, shape, n_slots);
+    let nst = shape.heads * shape.state_elems();
+    let mut init: Vec<f32> = (0..n_slots).flat_map(|sl| truth.slot(sl).iter().map(|&v| v as f32)).collect();
+    init[..nst].fill(f32::NAN);
+    let state = buf(&s, &init);
+    let [a, d, dt_bias] = param_bufs(&s, &params);
+    let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
+    let per_row = shape.heads * shape.dv;
+    for (step, gated) in [true, false, true, false, true, true].into_iter().enumerate() {
+        let k = mamba2_decode::Kernel::compile(
+            &dev,
+            mamba2_decode::Config { HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, HAS_Z: gated, BV: 4, num_warps: 4 },
+        )
+        .unwrap();
+        let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
+        let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &inputs.iter().zip(&live).map(|(i, &l)| l.then_some(i)).collect::<Vec<_>>()));
+        let out = poisoned_out(&s, batch * per_row);
+        launch(
+            &k,
+            &s,
+            (batch as u32, shape.heads as u32, 2),
+            &[
+                arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias), arg(&slot_idx),
+                arg(&state), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+            ],
+        );
+        let mut want = vec![0.0; batch * per_row];
+        recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
+        check_outputs(&format!("step {step} y"), &host(&s, &out), &want, &live, per_row);
+        let got = host(&s, &state);
+        assert!(got[..nst].iter().all(|v| v.is_nan()), "padding slot touched");
+        for &sl in slots.iter().filter(|&&x| x != 0) {
+            let g: Vec<f64> = got[sl * nst..(sl + 1) * nst].iter().map(|&v| v as f64).collect();
+            let w = truth.slot(sl);
+            check_close(&format!("step {step} state slot {sl}"), &g, w, STATE_RTOL, STATE_ATOL_REL * rms(w));
+        }
+        // Slot 2 is in no row: untouched.
+        let g: Vec<f64> = got[2 * nst..3 * nst].iter().map(|&v| v as f64).collect();
+        assert_eq!(g, truth.slot(2));
+    }
+}
+
+/// The f16-state kernel with one row (slot 1) and padding row 0.
+struct F16Setup {
+    dev: Device,
+    s: Stream,
+    params: Mamba2Params,
+    bufs: [DeviceBuffer<f32>; 3],
+    slot_idx: DeviceBuffer<i32>,
+    state: DeviceBuffer<f16>,
+}
+
+fn f16_setup(rng: &mut Rng) -> F16Setup {
+    let shape = SHAPE;
+    let (dev, s) = device();
+    let params = random_params(rng, shape);
+    let nst = shape.heads * shape.state_elems();
+    let mut init = vec![f16::NAN; nst];
+    init.extend((0..nst).map(|_| f16::from_f64(rng.normal())));
+    let bufs = param_bufs(&s, &params);
+    let slot_idx = buf(&s, &[0i32, 1]);
+    let state = buf(&s, &init);
+    F16Setup { dev, s, params, bufs, slot_idx, state }
+}
+
+/// Launches the f16 kernel for rows (padding, `input`) and returns the bf16 outputs of row 1.
+fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) -> Vec<bf16> {
+    let shape = SHAPE;
+    let k = mamba2_decode_f16::Kernel::compile(
+        &st.dev,
+        mamba2_decode_f16::Config {
+            HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, HAS_Z: input.z.is_some(), SR: sr, BV: 8, num_warps: 4,
+        },
+    )
+    .unwrap();
+    let [dt, x, b, c, z] = input_bufs(&st.s, &pack(shape, &[None, Some(input)]));
+    let per_row = shape.heads * shape.dv;
+    let out = poisoned_out(&st.s, 2 * per_row);
+    let [a, d, dt_bias] = &st.bufs;
+    launch(
+        &k,
+        &st.s,
+        (2, shape.heads as u32, 1),
+        &[
+            arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(a), arg(d), arg(dt_bias), arg(&st.slot_idx),
+            arg(&st.state), arg(&out), ArgValue::I32(2), ArgValue::I32(2), ArgValue::U32(seed), ArgValue::U32(step),
+        ],
+    );
+    let o = host(&st.s, &out);
+    assert!(o[..per_row].iter().all(|v| v.is_nan()), "padding row written");
+    o[per_row..].to_vec()
+}
+
+/// The exact (f64) update of slot 1 from the f16 state `prev`, and the outputs.
+fn exact_update(params: &Mamba2Params, prev: &[f16], input: &StepInput) -> (Vec<f64>, Vec<f64>) {
+    let shape = SHAPE;
+    let nst = shape.heads * shape.state_elems();
+    let mut states = SlotStates::zeros(shape, 2);
+    states.slot_mut(1).iter_mut().zip(&prev[nst..]).for_each(|(d, s)| *d = s.to_f64());
+    let mut out = vec![0.0; 2 * shape.heads * shape.dv];
+    recurrent_step(params, &mut states, &[0, 1], &[input.clone(), input.clone()], &mut out);
+    (states.slot(1).to_vec(), out[shape.heads * shape.dv..].to_vec())
+}
+
+fn check_f16_step(what: &str, got: &[f16], exact: &[f64], sr: bool) {
+    let nst = exact.len();
+    assert!(got[..nst].iter().all(|v| v.is_nan()), "{what}: padding slot touched");
+    for (e, (g, &x)) in got[nst..].iter().zip(exact).enumerate() {
+        let g = g.to_f64();
+        let (lo, hi) = f16_neighbours(x);
+        let ulp = (hi - lo).max(f16::EPSILON.to_f64() * x.abs() * 0.5);
+        if sr {
+            // One of the two neighbours of the exact update (f32 rounding of the update may move
+            // x by far less than an f16 ulp, hence the tiny slack).
+            let ok = g == lo || g == hi || (g - x).abs() <= 1e-4 * ulp;
+            assert!(ok, "{what}[{e}]: SR gave {g}, not in {{{lo}, {hi}}} around {x}");
+        } else {
+            assert!((g - x).abs() <= 0.5 * ulp * (1.0 + 1e-3), "{what}[{e}]: RTN gave {g} for {x} ({lo}, {hi})");
+        }
+    }
+}
+
+#[test]
+fn fp16_state_round_to_nearest_and_stochastic_over_steps() {
+    let mut rng = Rng(41);
+    for sr in [false, true] {
+        let st = f16_setup(&mut rng);
+        for step in 0..4u32 {
+            let input = random_input(&mut rng, SHAPE, step % 2 == 0);
+            let prev = host(&st.s, &st.state);
+            let (exact, want) = exact_update(&st.params, &prev, &input);
+            let y = f16_launch(&st, sr, &input, 1234, step);
+            let what = format!("sr={sr} step {step}");
+            let yg: Vec<f64> = y.iter().map(|v| v.to_f64()).collect();
+            check_close(&format!("{what} y"), &yg, &want, OUT_RTOL, OUT_ATOL_REL * rms(&want));
+            check_f16_step(&what, &host(&st.s, &st.state), &exact, sr);
+        }
+    }
+}
+
+#[test]
+fn stochastic_rounding_is_unbiased_and_uses_the_documented_hash() {
+    let mut rng = Rng(51);
+    let mut st = f16_setup(&mut rng);
+    let input = random_input(&mut rng, SHAPE, false);
+    let init = host(&st.s, &st.state);
+    let nst = SHAPE.heads * SHAPE.state_elems();
+    let (exact, _) = exact_update(&st.params, &init, &input);
+    let runs = 256u32;
+    let seed = 0xdead_beefu32;
+    let mut ups = vec![0u32; nst];
+    let mut mirror_hits = 0usize;
+    let mut first = Vec::new();
+    for step in 0..runs {
+        st.state.copy_from_host(&st.s, &init).unwrap();
+        f16_launch(&st, true, &input, seed, step);
+        let got = host(&st.s, &st.state);
+        check_f16_step(&format!("run {step}"), &got, &exact, true);
+        if step == 0 {
+            first = got.clone();
+        }
+        for e in 0..nst {
+            let g = got[nst + e].to_f64();
+            let (lo, hi) = f16_neighbours(exact[e]);
+            ups[e] += (g.abs() > lo.abs().min(hi.abs())) as u32;
+            // The documented bits reproduce the kernel's choice (x rounded to f32 on the host
+            // may differ from the kernel's f32 value by an ulp, which flips a choice with
+            // probability ~2^-13).
+            let bits = sr_bits_host(seed, step, (nst + e) as u64);
+            if stochastic_round(exact[e] as f32, bits, Elem::F16) == g {
+                mirror_hits += 1;
+            }
+        }
+    }
+    assert!(mirror_hits as f64 >= 0.995 * (runs as usize * nst) as f64, "hash mirror matched only {mirror_hits} of {}", runs as usize * nst);
+    // Same seed and step: identical bits; another seed: different choices somewhere.
+    st.state.copy_from_host(&st.s, &init).unwrap();
+    f16_launch(&st, true, &input, seed, 0);
+    assert_eq!(host(&st.s, &st.state).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), first.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    st.state.copy_from_host(&st.s, &init).unwrap();
+    f16_launch(&st, true, &input, seed ^ 1, 0);
+    assert_ne!(host(&st.s, &st.state).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), first.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    // Unbiasedness: P(round away from zero) = (|x| - |lo|) / ulp per element.
+    let (mut dev_sum, mut var_sum, mut random_elems) = (0.0, 0.0, 0);
+    for e in 0..nst {
+        let x = exact[e];
+        let (lo, hi) = f16_neighbours(x);
+        if lo == hi {
+            continue;
+        }
+        let (alo, ahi) = (lo.abs().min(hi.abs()), lo.abs().max(hi.abs()));
+        let p = (x.abs() - alo) / (ahi - alo);
+        let n = runs as f64;
+        let var = n * p * (1.0 - p);
+        let dev = ups[e] as f64 - n * p;
+        assert!(dev.abs() <= 6.0 * var.sqrt() + 1.0, "element {e}: {} ups of {runs}, p = {p}", ups[e]);
+        dev_sum += dev;
+        var_sum += var;
+        random_elems += (ups[e] > 0 && ups[e] < runs) as usize;
+    }
+    let z = dev_sum / var_sum.sqrt();
+    assert!(z.abs() < 5.0, "biased stochastic rounding: z = {z}");
+    assert!(random_elems > nst / 2, "only {random_elems} elements rounded both ways");
+}

@@ -1,0 +1,159 @@
+//! `mamba2_replay_step` + `mamba2_commit` (standard decoding) on the interpreter against the
+//! float64 plain recurrence and the float64 replay reference (`ReplayCache`): outputs,
+//! checkpoints, counters and the logical state (checkpoint ⊕ ring), over ≥ 3 windows, with
+//! rows joining the batch at different steps (so every row is at a different `h`), padding
+//! rows and the padding slot poisoned.
+
+mod ssm_util;
+
+use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::initial_flush_flag;
+use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
+use replay_kernels::ssm::reference::replay::ReplayCache;
+use replay_kernels::ssm::reference::{recurrent_step, StepInput};
+use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
+use replay_runtime::prelude::*;
+use replay_runtime::ArgValue;
+use ssm_util::*;
+
+/// A shape whose `dv` is not a power of two (masked value blocks), 2 heads per group.
+const ODD: ModelShape = ModelShape { name: "odd", dv: 6, dk: 8, heads: 4, groups: 2, ..CPU_TEST };
+
+struct Case {
+    shape: ModelShape,
+    l: usize,
+    gated: bool,
+    bv: usize,
+    hb: usize,
+    seed: u64,
+}
+
+fn run(case: Case) {
+    let Case { shape, l, gated, bv, hb, seed } = case;
+    let mut rng = Rng(seed);
+    let (dev, s) = device();
+    // Row 0 is always padding; rows 1..=4 join at different steps into shuffled slots; slot 5
+    // (of 0..6) is never used.
+    let n_slots = 6;
+    let batch = 5usize;
+    let join = [usize::MAX, 0, 1, 3, 6];
+    let mut slot_of = vec![1usize, 2, 3, 4];
+    rng.shuffle(&mut slot_of);
+    slot_of.insert(0, 0);
+    let steps = 3 * l + 7;
+
+    let params = random_params(&mut rng, shape);
+    let states = random_states(&mut rng, shape, n_slots);
+    let mut rc = ReplayCache::new(states.clone(), l, 0);
+    let mut truth = states.clone();
+    let ring = Ring::new(&s, shape, &states, l, initial_flush_flag(0, 0, l));
+    let slot0 = ring.slot0_bits(&s, shape);
+    let unused = ring.ckpt_of(&s, shape, 5);
+    let [a, d, dt_bias] = param_bufs(&s, &params);
+
+    let step_k = mamba2_replay_step::Kernel::compile(
+        &dev,
+        mamba2_replay_step::Config {
+            HEADS: shape.heads,
+            GROUPS: shape.groups,
+            DK: shape.dk,
+            DV: shape.dv,
+            L: l,
+            T: 0,
+            HAS_Z: gated,
+            BV: bv,
+            HB: hb,
+            num_warps: 4,
+        },
+    )
+    .unwrap();
+    let commit_k = mamba2_commit::Kernel::compile(&dev, mamba2_commit::Config { L: l, T: 0, BLOCK: 4, num_warps: 1 }).unwrap();
+    let accepted = buf(&s, &vec![0i32; batch]);
+    let per_row = shape.heads * shape.dv;
+    let grid = (batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32);
+
+    let mut flushes = 0;
+    for t in 0..steps {
+        let slots: Vec<usize> = (0..batch).map(|r| if r > 0 && t >= join[r] { slot_of[r] } else { 0 }).collect();
+        let live: Vec<bool> = slots.iter().map(|&x| x != 0).collect();
+        let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
+        let packed = pack(shape, &inputs.iter().zip(&live).map(|(i, &l)| l.then_some(i)).collect::<Vec<_>>());
+        let [dt, x, b, c, z] = input_bufs(&s, &packed);
+        let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
+        let out = poisoned_out(&s, batch * per_row);
+        let flags_before: Vec<bool> = slots.iter().map(|&sl| sl != 0 && ring.meta_of(&s, sl).2).collect();
+        launch(
+            &step_k,
+            &s,
+            grid,
+            &[
+                arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias),
+                arg(&slot_idx), arg(&ring.meta), arg(&ring.ckpt), arg(&ring.rec_dt), arg(&ring.rec_x),
+                arg(&ring.rec_b), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+            ],
+        );
+        launch(
+            &commit_k,
+            &s,
+            (2, 1, 1),
+            &[
+                arg(&slot_idx), arg(&accepted), arg(&ring.meta), ArgValue::I32(batch as i32),
+                ArgValue::I32(n_slots as i32), ArgValue::I32(0), ArgValue::I32(0),
+            ],
+        );
+        let mut want = vec![0.0; batch * per_row];
+        let mut want_replay = vec![0.0; batch * per_row];
+        recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
+        rc.decode_step(&params, &slots, &inputs, &mut want_replay);
+        let what = format!("L={l} step {t}");
+        check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, per_row);
+        for (r, &sl) in slots.iter().enumerate() {
+            if sl == 0 {
+                continue;
+            }
+            flushes += flags_before[r] as usize;
+            let (_, h, flag) = ring.meta_of(&s, sl);
+            assert_eq!(h, rc.committed(sl), "{what}: h of slot {sl}");
+            assert_eq!(flag, h + 1 >= l, "{what}: flag of slot {sl}");
+            let ck = rc.checkpoints().slot(sl);
+            check_close(&format!("{what} ckpt slot {sl}"), &ring.ckpt_of(&s, shape, sl), ck, STATE_RTOL, STATE_ATOL_REL * rms(ck));
+            let tr = truth.slot(sl);
+            check_close(
+                &format!("{what} logical state slot {sl}"),
+                &ring.logical_state(&s, shape, &params, sl),
+                tr,
+                STATE_RTOL,
+                STATE_ATOL_REL * rms(tr),
+            );
+        }
+        assert_eq!(ring.slot0_bits(&s, shape), slot0, "{what}: the padding slot was touched");
+    }
+    assert_eq!(ring.ckpt_of(&s, shape, 5).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), unused.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    // Every live row went through at least 3 flushes.
+    assert!(flushes >= 3 * 4, "only {flushes} flushes");
+}
+
+#[test]
+fn window_1_is_conventional_decoding() {
+    run(Case { shape: CPU_TEST, l: 1, gated: true, bv: 8, hb: 3, seed: 1 });
+}
+
+#[test]
+fn window_4_without_gate_two_value_blocks() {
+    run(Case { shape: CPU_TEST, l: 4, gated: false, bv: 4, hb: 3, seed: 2 });
+}
+
+#[test]
+fn window_16_one_head_per_program() {
+    run(Case { shape: CPU_TEST, l: 16, gated: true, bv: 8, hb: 1, seed: 3 });
+}
+
+#[test]
+fn window_32_without_gate() {
+    run(Case { shape: CPU_TEST, l: 32, gated: false, bv: 8, hb: 3, seed: 4 });
+}
+
+#[test]
+fn window_4_masked_value_blocks() {
+    run(Case { shape: ODD, l: 4, gated: true, bv: 4, hb: 2, seed: 5 });
+}

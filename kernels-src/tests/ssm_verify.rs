@@ -1,0 +1,308 @@
+//! Speculative decoding with `mamba2_verify` + `mamba2_commit` on the interpreter: random draft
+//! counts and random accepted counts over many steps against the float64 plain recurrence on
+//! the accepted tokens only (outputs of every draft, logical states) and the float64
+//! `ReplayCache` (checkpoints, counters, flush flags); optionally interleaved with standard
+//! decode steps (`mamba2_replay_step`). Also the conventional baseline `mamba2_spec_baseline`.
+
+mod ssm_util;
+
+use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
+use replay_kernels::ssm::kernels::spec_baseline::mamba2_spec_baseline;
+use replay_kernels::ssm::kernels::verify::mamba2_verify;
+use replay_kernels::ssm::kernels::initial_flush_flag;
+use replay_kernels::ssm::reference::replay::ReplayCache;
+use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
+use replay_kernels::ssm::shapes::CPU_TEST;
+use replay_runtime::prelude::*;
+use replay_runtime::ArgValue;
+use ssm_util::*;
+
+struct Case {
+    l: usize,
+    t_max: usize,
+    steps: usize,
+    /// Probability of a standard decode step instead of a verification.
+    p_decode: f64,
+    gated: bool,
+    bv: usize,
+    hb: usize,
+    seed: u64,
+}
+
+/// Truth for one verification: outputs `[row][s][head][dv]` of the drafts from the recurrence
+/// (each draft sees the committed state and the drafts before it).
+fn truth_verify(params: &Mamba2Params, truth: &SlotStates, slots: &[usize], drafts: &[Vec<StepInput>], n: usize) -> Vec<f64> {
+    let shape = truth.shape();
+    let per_tok = shape.heads * shape.dv;
+    let mut tmp = truth.clone();
+    let mut out = vec![0.0; slots.len() * n * per_tok];
+    for s in 0..n {
+        let inputs: Vec<StepInput> = drafts.iter().map(|d| d[s].clone()).collect();
+        let mut o = vec![0.0; slots.len() * per_tok];
+        recurrent_step(params, &mut tmp, slots, &inputs, &mut o);
+        for r in 0..slots.len() {
+            out[(r * n + s) * per_tok..(r * n + s + 1) * per_tok].copy_from_slice(&o[r * per_tok..(r + 1) * per_tok]);
+        }
+    }
+    out
+}
+
+/// Applies the first `accepted[r]` drafts of each row to `truth`.
+fn truth_accept(params: &Mamba2Params, truth: &mut SlotStates, slots: &[usize], drafts: &[Vec<StepInput>], accepted: &[usize]) {
+    let shape = truth.shape();
+    let max = accepted.iter().copied().max().unwrap_or(0);
+    for s in 0..max {
+        let sl: Vec<usize> = slots.iter().zip(accepted).map(|(&x, &a)| if s < a { x } else { 0 }).collect();
+        let inputs: Vec<StepInput> = drafts.iter().map(|d| d[s].clone()).collect();
+        let mut o = vec![0.0; slots.len() * shape.heads * shape.dv];
+        recurrent_step(params, truth, &sl, &inputs, &mut o);
+    }
+}
+
+fn run(case: Case) {
+    let Case { l, t_max, steps, p_decode, gated, bv, hb, seed } = case;
+    let shape = CPU_TEST;
+    let mut rng = Rng(seed);
+    let (dev, s) = device();
+    let n_slots = 6;
+    let batch = 5usize;
+    let join = [usize::MAX, 0, 1, 2, 4];
+    let mut slot_of = vec![1usize, 2, 3, 4];
+    rng.shuffle(&mut slot_of);
+    slot_of.insert(0, 0);
+    let cap = l + t_max;
+
+    let params = random_params(&mut rng, shape);
+    let states = random_states(&mut rng, shape, n_slots);
+    // The ReplayCache follows only pure speculative runs (its decode rule assumes h < L).
+    let mut rc = (p_decode == 0.0).then(|| ReplayCache::new(states.clone(), l, t_max));
+    let mut truth = states.clone();
+    // Step kinds: None = decode step, Some(n) = verification of n drafts.
+    let mut kinds: Vec<Option<usize>> = (0..=steps)
+        .map(|_| if rng.uniform() < p_decode { None } else { Some(rng.int(1, t_max)) })
+        .collect();
+    kinds[0] = Some(t_max);
+    let next_drafts = |k: Option<usize>| k.unwrap_or(0);
+    let ring = Ring::new(&s, shape, &states, cap, initial_flush_flag(0, next_drafts(kinds[0]), l));
+    let slot0 = ring.slot0_bits(&s, shape);
+    let [a, d, dt_bias] = param_bufs(&s, &params);
+    let verify_k = mamba2_verify::Kernel::compile(
+        &dev,
+        mamba2_verify::Config {
+            HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, L: l, T: t_max,
+            HAS_Z: gated, BV: bv, HB: hb, num_warps: 4,
+        },
+    )
+    .unwrap();
+    let step_k = mamba2_replay_step::Kernel::compile(
+        &dev,
+        mamba2_replay_step::Config {
+            HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, L: l, T: t_max,
+            HAS_Z: gated, BV: bv, HB: hb, num_warps: 4,
+        },
+    )
+    .unwrap();
+    let commit_k = mamba2_commit::Kernel::compile(&dev, mamba2_commit::Config { L: l, T: t_max, BLOCK: 8, num_warps: 1 }).unwrap();
+    let per_tok = shape.heads * shape.dv;
+    let grid = (batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32);
+
+    let (mut flushes, mut verifies, mut wraps) = (0, 0, 0);
+    for t in 0..steps {
+        let slots: Vec<usize> = (0..batch).map(|r| if r > 0 && t >= join[r] { slot_of[r] } else { 0 }).collect();
+        let live: Vec<bool> = slots.iter().map(|&x| x != 0).collect();
+        let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
+        let what = format!("L={l} T={t_max} step {t} ({:?})", kinds[t]);
+        for &sl in slots.iter().filter(|&&x| x != 0) {
+            flushes += ring.meta_of(&s, sl).2 as usize;
+        }
+        let n_next = next_drafts(kinds[t + 1]);
+        let mut accepted = vec![0usize; batch];
+        match kinds[t] {
+            Some(n) => {
+                verifies += 1;
+                let drafts: Vec<Vec<StepInput>> = (0..batch).map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect()).collect();
+                let toks: Vec<Option<&StepInput>> = drafts.iter().zip(&live).flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x))).collect();
+                let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &toks));
+                let out = poisoned_out(&s, batch * n * per_tok);
+                launch(
+                    &verify_k,
+                    &s,
+                    grid,
+                    &[
+                        arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias),
+                        arg(&slot_idx), arg(&ring.meta), arg(&ring.ckpt), arg(&ring.rec_dt), arg(&ring.rec_x),
+                        arg(&ring.rec_b), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                        ArgValue::I32(n as i32),
+                    ],
+                );
+                let want = truth_verify(&params, &truth, &slots, &drafts, n);
+                check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, n * per_tok);
+                if let Some(rc) = rc.as_mut() {
+                    let mut o = vec![0.0; batch * n * per_tok];
+                    rc.verify(&params, &slots, &drafts, &mut o);
+                }
+                for (r, &lv) in live.iter().enumerate() {
+                    if lv {
+                        accepted[r] = rng.int(0, n);
+                    }
+                }
+                truth_accept(&params, &mut truth, &slots, &drafts, &accepted);
+            }
+            None => {
+                let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
+                let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &inputs.iter().zip(&live).map(|(i, &lv)| lv.then_some(i)).collect::<Vec<_>>()));
+                let out = poisoned_out(&s, batch * per_tok);
+                launch(
+                    &step_k,
+                    &s,
+                    grid,
+                    &[
+                        arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias),
+                        arg(&slot_idx), arg(&ring.meta), arg(&ring.ckpt), arg(&ring.rec_dt), arg(&ring.rec_x),
+                        arg(&ring.rec_b), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                    ],
+                );
+                let mut want = vec![0.0; batch * per_tok];
+                recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
+                check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, per_tok);
+            }
+        }
+        let starts: Vec<usize> = slots.iter().map(|&sl| if sl != 0 { ring.meta_of(&s, sl).0 } else { 0 }).collect();
+        let acc_buf = buf(&s, &accepted.iter().map(|&x| x as i32).collect::<Vec<_>>());
+        launch(
+            &commit_k,
+            &s,
+            (1, 1, 1),
+            &[
+                arg(&slot_idx), arg(&acc_buf), arg(&ring.meta), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                ArgValue::I32(kinds[t].is_some() as i32), ArgValue::I32(n_next as i32),
+            ],
+        );
+        if let Some(rc) = rc.as_mut() {
+            rc.commit(&slots, &accepted, n_next);
+        }
+        for (r, &sl) in slots.iter().enumerate() {
+            if sl == 0 {
+                continue;
+            }
+            let (start, h, flag) = ring.meta_of(&s, sl);
+            wraps += (start < starts[r]) as usize;
+            assert!(h <= l, "{what}: h = {h} > L");
+            assert_eq!(flag, initial_flush_flag(h, n_next, l), "{what}: flag of slot {sl}");
+            if let Some(rc) = rc.as_ref() {
+                assert_eq!(h, rc.committed(sl), "{what}: h of slot {sl}");
+                assert_eq!(flag, rc.flush_pending(sl), "{what}: flag of slot {sl}");
+                let ck = rc.checkpoints().slot(sl);
+                check_close(&format!("{what} ckpt slot {sl}"), &ring.ckpt_of(&s, shape, sl), ck, STATE_RTOL, STATE_ATOL_REL * rms(ck));
+            }
+            let tr = truth.slot(sl);
+            check_close(&format!("{what} logical state slot {sl}"), &ring.logical_state(&s, shape, &params, sl), tr, STATE_RTOL, STATE_ATOL_REL * rms(tr));
+        }
+        assert_eq!(ring.slot0_bits(&s, shape), slot0, "{what}: the padding slot was touched");
+    }
+    assert!(flushes >= 3 * 4, "only {flushes} flushes");
+    assert!(verifies >= steps / 2);
+    assert!(wraps >= 1, "the ring never wrapped");
+}
+
+#[test]
+fn speculative_window_4_drafts_3() {
+    run(Case { l: 4, t_max: 3, steps: 30, p_decode: 0.0, gated: true, bv: 4, hb: 3, seed: 11 });
+}
+
+#[test]
+fn speculative_window_16_drafts_4_one_head_per_program() {
+    run(Case { l: 16, t_max: 4, steps: 40, p_decode: 0.0, gated: false, bv: 8, hb: 1, seed: 12 });
+}
+
+#[test]
+fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
+    run(Case { l: 8, t_max: 8, steps: 40, p_decode: 0.3, gated: true, bv: 8, hb: 3, seed: 13 });
+}
+
+#[test]
+fn spec_baseline_snapshots_every_draft() {
+    let shape = CPU_TEST;
+    let mut rng = Rng(21);
+    let (dev, s) = device();
+    let batch = 3usize;
+    let n_slots = 1 + 2 * 5; // padding + per row (1 source + 4 snapshot slots); row 1 is padding
+    let params = random_params(&mut rng, shape);
+    let mut truth = random_states(&mut rng, shape, n_slots);
+    let [a, d, dt_bias] = param_bufs(&s, &params);
+    let nst = shape.heads * shape.state_elems();
+    let mut state_host: Vec<f32> = (0..n_slots).flat_map(|sl| truth.slot(sl).iter().map(|&v| v as f32)).collect();
+    state_host[..nst].fill(f32::NAN);
+    let mut state = buf(&s, &state_host);
+    let per_tok = shape.heads * shape.dv;
+    for gated in [true, false] {
+        let k = mamba2_spec_baseline::Kernel::compile(
+            &dev,
+            mamba2_spec_baseline::Config { HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, HAS_Z: gated, BV: 4, num_warps: 4 },
+        )
+        .unwrap();
+        for _ in 0..3 {
+            let n = rng.int(1, 4);
+            // Row 0 → slots 1 (source), 2..; row 2 → slots 6, 7..; row 1 is padding.
+            let src = [1usize, 0, 6];
+            let mut snaps = vec![0i32; batch * n];
+            for r in [0usize, 2] {
+                for t in 0..n {
+                    snaps[r * n + t] = (src[r] + 1 + t) as i32;
+                }
+            }
+            let live = [true, false, true];
+            let drafts: Vec<Vec<StepInput>> = (0..batch).map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect()).collect();
+            let toks: Vec<Option<&StepInput>> = drafts.iter().zip(&live).flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x))).collect();
+            let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &toks));
+            let slot_idx = buf(&s, &src.iter().map(|&x| x as i32).collect::<Vec<_>>());
+            let snap_idx = buf(&s, &snaps);
+            let out = poisoned_out(&s, batch * n * per_tok);
+            launch(
+                &k,
+                &s,
+                (batch as u32, shape.heads as u32, 2),
+                &[
+                    arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias), arg(&slot_idx),
+                    arg(&snap_idx), arg(&state), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                    ArgValue::I32(n as i32),
+                ],
+            );
+            let want = truth_verify(&params, &truth, &src, &drafts, n);
+            check_outputs("baseline y", &host(&s, &out), &want, &live, n * per_tok);
+            let got = host(&s, &state);
+            assert!(got[..nst].iter().all(|v| v.is_nan()), "padding slot touched");
+            // Snapshot t of row r equals the recurrence after drafts 0..=t.
+            let mut tmp = truth.clone();
+            for t in 0..n {
+                let inputs: Vec<StepInput> = drafts.iter().map(|d| d[t].clone()).collect();
+                let mut o = vec![0.0; batch * per_tok];
+                recurrent_step(&params, &mut tmp, &src, &inputs, &mut o);
+                for r in [0usize, 2] {
+                    let sl = snaps[r * n + t] as usize;
+                    let g: Vec<f64> = got[sl * nst..(sl + 1) * nst].iter().map(|&v| v as f64).collect();
+                    let w = tmp.slot(src[r]);
+                    check_close(&format!("snapshot {t} of row {r}"), &g, w, STATE_RTOL, STATE_ATOL_REL * rms(w));
+                }
+            }
+            // The source states are unchanged; accept a random count and move on from there.
+            for r in [0usize, 2] {
+                let g: Vec<f64> = got[src[r] * nst..(src[r] + 1) * nst].iter().map(|&v| v as f64).collect();
+                assert_eq!(g, truth.slot(src[r]), "source state of row {r} changed");
+            }
+            let accepted: Vec<usize> = (0..batch).map(|_| rng.int(1, n)).collect();
+            truth_accept(&params, &mut truth, &src, &drafts, &accepted);
+            // The state manager would swap slot indices; here copy the accepted snapshot back.
+            let mut h = host(&s, &state);
+            for r in [0usize, 2] {
+                let sl = snaps[r * n + accepted[r] - 1] as usize;
+                let snap: Vec<f32> = h[sl * nst..(sl + 1) * nst].to_vec();
+                h[src[r] * nst..(src[r] + 1) * nst].copy_from_slice(&snap);
+                // Keep truth in the kernel's f32 values so that errors do not compound.
+                truth.slot_mut(src[r]).iter_mut().zip(&snap).for_each(|(t, &v)| *t = v as f64);
+            }
+            state.copy_from_host(&s, &h).unwrap();
+        }
+    }
+}
