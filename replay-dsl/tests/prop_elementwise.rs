@@ -1033,3 +1033,251 @@ fn fold_rounds_bf16_constants_like_the_interpreter() {
     assert_eq!(results[0], 1.0078125, "interpreter on the traced IR");
     assert_eq!(results[1], 1.0078125, "interpreter on the folded IR\n{optimized}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// (d) The GPU against the interpreter
+// ---------------------------------------------------------------------------------------------
+
+/// Relative error allowed to each approximate math op of the GPU (exp, exp2, log, log2, rsqrt,
+/// softplus, sigmoid, silu, tanh): the 1e-5 of the CPU test. SEMANTICS.md promises ≤ 2e-6
+/// away from cancellation; a wrong formula is off by far more.
+const MATH_REL: f64 = 1e-5;
+/// Extra absolute error of log / log2 (in log2 units): `lg2.approx.f32` has a maximum absolute
+/// (not relative) error of 2^-22.6, so near `log(1) = 0` — which `log(|x| + 1)` reaches for
+/// small `x` — its relative error is unbounded. 2^-21 leaves a margin of 3.
+const LOG2_ABS: f64 = 1.0 / (1u64 << 21) as f64;
+/// Extra absolute error of every approximate math op: results in the subnormal range may be
+/// lost (e.g. `sigmoid(-100)` is 3.7e-44 exactly, but `e^100` overflows f32 on the GPU, which
+/// returns 0).
+const TINY: f64 = f32::MIN_POSITIVE as f64;
+
+/// The spacing of f32 values at `|x|`.
+fn ulp32(x: f64) -> f64 {
+    let a = x.abs() as f32;
+    if !a.is_finite() {
+        return f64::INFINITY;
+    }
+    (f32::from_bits(a.to_bits() + 1) - a) as f64
+}
+
+/// An error bound that covers the final rounding to f32 of a perturbed result.
+fn rounded(err: f64, r: f64) -> f64 {
+    if err == 0.0 {
+        0.0
+    } else if !r.is_finite() || r.abs() + err > f32::MAX as f64 {
+        f64::INFINITY // overflow may or may not happen: no prediction
+    } else {
+        err + ulp32(r.abs() + err)
+    }
+}
+
+fn fv(v: V) -> f64 {
+    match v {
+        V::F(x) => x as f64,
+        _ => unreachable!(),
+    }
+}
+
+/// A bound on how far the GPU's value of node `n` (at output element `idx` of program `pid`)
+/// may lie from the reference value, both computed on the same inputs: 0 where the GPU must
+/// match exactly (exact IEEE ops on exact operands, integer and bool ops on exact operands),
+/// `f64::INFINITY` where no prediction is possible (a comparison, truncation or overflow whose
+/// outcome an earlier rounding difference can flip). The interpreter computes math in f64
+/// rounded to f32, so the bound covers it too.
+fn gpu_err(n: &N, c: &Case, data: &[Data], pid: usize, idx: &[usize]) -> f64 {
+    let val = |m: &N| eval(m, c, data, pid, idx);
+    let err = |m: &N| gpu_err(m, c, data, pid, idx);
+    let inf = f64::INFINITY;
+    match &n.node {
+        Node::Load(_) | Node::Param(_) | Node::Const(_) => 0.0,
+        Node::Un(op, x) => {
+            let ex = err(x);
+            if n.ty != Ty::F {
+                return ex; // integer / bool ops: exact on exact operands
+            }
+            if ex.is_infinite() {
+                return inf;
+            }
+            let (xv, r) = (fv(val(x)), fv(val(n)));
+            let math = MATH_REL * r.abs() + TINY;
+            let e = match op {
+                Un::Neg | Un::Abs => return ex,
+                Un::Exp => r.abs() * ex + math,
+                Un::Exp2 => r.abs() * std::f64::consts::LN_2 * ex + math,
+                // x = |y| + 1 ≥ 1 by construction
+                Un::Log => ex / xv.abs() + math + LOG2_ABS * std::f64::consts::LN_2,
+                Un::Log2 => ex / (xv.abs() * std::f64::consts::LN_2) + math + LOG2_ABS,
+                Un::Rsqrt => r.abs() / (2.0 * xv.abs()) * ex + math,
+                // sqrt.rn is exact; not Lipschitz at 0
+                Un::Sqrt if ex == 0.0 => 0.0,
+                Un::Sqrt if r == 0.0 => ex.sqrt(),
+                Un::Sqrt => ex / (2.0 * r),
+                // derivatives bounded by 1 (softplus, tanh), 1/4 (sigmoid), 1.1 (silu)
+                Un::Softplus | Un::Tanh => ex + math,
+                Un::Sigmoid => ex / 4.0 + math,
+                Un::Silu => 1.1 * ex + math + xv.abs() * TINY,
+                // cvt.rn is exact: the rounded images of the ends of the interval bound it
+                Un::RoundF16 | Un::RoundBf16 => {
+                    if ex == 0.0 {
+                        return 0.0;
+                    }
+                    let round = if *op == Un::RoundF16 { replay_dsl::host::round_f16 } else { replay_dsl::host::round_bf16 };
+                    let (lo, hi) = (round(xv - ex), round(xv + ex));
+                    if !lo.is_finite() || !hi.is_finite() {
+                        return inf;
+                    }
+                    return (r - lo).abs().max((hi - r).abs());
+                }
+                Un::Not => unreachable!(),
+            };
+            rounded(e, r)
+        }
+        Node::Bin(op, x, y) => {
+            let (ex, ey) = (err(x), err(y));
+            if ex.is_infinite() || ey.is_infinite() {
+                return inf;
+            }
+            if n.ty != Ty::F {
+                return 0.0;
+            }
+            let (a, b, r) = (fv(val(x)), fv(val(y)), fv(val(n)));
+            let e = match op {
+                Bin::Add | Bin::Sub => ex + ey,
+                Bin::Mul => a.abs() * ey + b.abs() * ex + ex * ey,
+                Bin::Div if b.abs() > ey => (ex + r.abs() * ey) / (b.abs() - ey),
+                Bin::Div => inf,
+                Bin::Min | Bin::Max => return ex.max(ey),
+                _ => unreachable!(),
+            };
+            rounded(e, r)
+        }
+        Node::Cmp(_, x, y) => {
+            let (ex, ey) = (err(x), err(y));
+            match (ex + ey, val(x), val(y)) {
+                (e, _, _) if e.is_infinite() => inf,
+                (0.0, _, _) => 0.0,
+                (e, V::F(a), V::F(b)) if ((a as f64) - (b as f64)).abs() > e => 0.0,
+                _ => inf, // the operands are too close to tell the outcome
+            }
+        }
+        Node::Select(cond, x, y) => {
+            if err(cond) > 0.0 {
+                return inf;
+            }
+            match val(cond) {
+                V::B(true) => err(x),
+                _ => err(y),
+            }
+        }
+        Node::Cast(x) => {
+            let ex = err(x);
+            match (val(x), n.ty) {
+                (_, _) if ex == 0.0 || ex.is_infinite() => ex,
+                // truncation (saturating): predictable if both ends of the interval truncate alike
+                (V::F(a), Ty::I) if ((a as f64 - ex) as i32) == ((a as f64 + ex) as i32) => 0.0,
+                (V::F(a), Ty::B) if (a as f64).abs() > ex => 0.0,
+                (V::F(_), _) => inf,
+                // int → float is exact RN on exact operands (ex is 0 or inf for ints)
+                _ => ex,
+            }
+        }
+    }
+}
+
+/// Runs the case on the GPU and in the interpreter with the same inputs and a poisoned
+/// (`0xFF`) output; compares: floats within `max(1e-5·|want|, gpu_err)` (NaN matching NaN),
+/// integers and bools exactly, elements whose outcome cannot be predicted (see [`gpu_err`])
+/// skipped. Returns (elements compared, elements skipped).
+fn check_gpu(gpu: &Gpu, c: &Case, seed: u64) -> Result<(usize, usize), String> {
+    let kernel = trace_case(c);
+    let data = make_data(c, &mut Rand::new(seed));
+    let out_len = c.grid as usize * numel(&c.shape);
+    let args: Vec<HArg> = c
+        .params
+        .iter()
+        .zip(&data)
+        .map(|(p, d)| match (p, d) {
+            (ParamKind::Input(k), Data::Buf(vs)) => match c.inputs[*k].ty {
+                Ty::F => HArg::buf(&vs.iter().map(|v| f32::of(*v)).collect::<Vec<_>>()),
+                Ty::I => HArg::buf(&vs.iter().map(|v| i32::of(*v)).collect::<Vec<_>>()),
+                Ty::B => HArg::buf(&vs.iter().map(|v| bool::of(*v)).collect::<Vec<_>>()),
+            },
+            (ParamKind::Out, _) => HArg::poisoned(c.root.ty.elem(), out_len),
+            (_, Data::Scalar(V::F(x))) => HArg::F32(*x),
+            (_, Data::Scalar(V::I(x))) => HArg::I32(*x),
+            (_, Data::Scalar(V::B(x))) => HArg::Bool(*x),
+            (_, Data::Limit(l)) => HArg::I32(*l),
+            _ => unreachable!(),
+        })
+        .collect();
+    let out = c.params.iter().position(|p| matches!(p, ParamKind::Out)).unwrap();
+    let grid = [c.grid, 1, 1];
+    let want = run_interp(&kernel, grid, &args)?.swap_remove(out);
+    let got = gpu.run(&kernel, grid, &args).map_err(|e| format!("{e}\n{}\n{kernel}", c.describe()))?.swap_remove(out);
+    let size = c.root.ty.elem().bytes();
+    let n = numel(&c.shape);
+    let (mut compared, mut skipped, mut bad) = (0, 0, vec![]);
+    for i in 0..out_len {
+        let (g, w) = (&got[i * size..(i + 1) * size], &want[i * size..(i + 1) * size]);
+        if g == w {
+            compared += 1;
+            continue;
+        }
+        let (pid, idx) = (i / n, index_of(&c.shape, i % n));
+        let e = gpu_err(&c.root, c, &data, pid, &idx);
+        if e.is_infinite() {
+            skipped += 1;
+            continue;
+        }
+        compared += 1;
+        let ok = match c.root.ty {
+            Ty::F => {
+                let (g, w) = (f32s(g)[0], f32s(w)[0]);
+                close(g, w as f64, 1.0, e.max(1e-5 * (w as f64).abs()))
+            }
+            _ => false,
+        };
+        if !ok {
+            let show = |b: &[u8]| match c.root.ty {
+                Ty::F => format!("{:?}", f32s(b)[0]),
+                Ty::I => format!("{}", i32s(b)[0]),
+                Ty::B => format!("{:#04x}", b[0]),
+            };
+            bad.push(format!("  element {i} (program {pid}, index {idx:?}): GPU {}, interpreter {} (allowed error {e:e})", show(g), show(w)));
+        }
+    }
+    if !bad.is_empty() {
+        let nbad = bad.len();
+        bad.truncate(8);
+        return Err(format!(
+            "{} differs from the interpreter in {nbad} of {out_len} elements:\n{}\n{}\n--- kernel ---\n{kernel}\n--- arguments ---\n{}",
+            gpu.name(),
+            bad.join("\n"),
+            c.describe(),
+            describe_args(&args, &kernel)
+        ));
+    }
+    Ok((compared, skipped))
+}
+
+/// (d) On a GPU: a few hundred generated kernels, compiled for the GPU's target and run on it
+/// with fresh random inputs, give the interpreter's results (see [`check_gpu`]). Without a CUDA
+/// GPU: prints "skipped: no CUDA GPU" and passes.
+#[test]
+fn gpu_matches_interpreter() {
+    let Some(gpu) = gpu() else { return };
+    let counts = std::cell::Cell::new((0usize, 0usize, 0usize));
+    let mut runner = proptest::test_runner::TestRunner::new(config(300));
+    let result = runner.run(&(choices(), any::<u64>()), |(choices, seed)| {
+        let c = Case::generate(&choices);
+        let (compared, skipped) = check_gpu(&gpu, &c, seed).map_err(TestCaseError::fail)?;
+        let (k, n, s) = counts.get();
+        counts.set((k + 1, n + compared, s + skipped));
+        Ok(())
+    });
+    let (k, n, s) = counts.get();
+    eprintln!("{k} kernels on {}: {n} elements compared, {s} differing elements excused as unpredictable", gpu.name());
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

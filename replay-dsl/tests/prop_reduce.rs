@@ -411,3 +411,76 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// (d) The GPU against the interpreter
+// ---------------------------------------------------------------------------------------------
+
+/// Runs the case on the GPU and in the interpreter with the same inputs and a poisoned (`0xFF`)
+/// output. Integers and float max/min must equal the interpreter's exactly; float sums and
+/// products must lie within the CPU test's order-independent bound of the exact value (the bound
+/// the interpreter is held to, so the two differ by at most twice it). NaN matches NaN only.
+fn check_gpu(gpu: &Gpu, c: &Case, seed: u64) -> Result<(), String> {
+    let kernel = trace_case(c);
+    let d = make_data(c, seed);
+    let want = reference(c, &d.xf, &d.xi, d.lim);
+    let out_len = c.grid as usize * numel(&result_shape(c));
+    let (elem, x) = if c.float { (Elem::F32, HArg::buf(&d.xf)) } else { (Elem::I32, HArg::buf(&d.xi)) };
+    let mut args = vec![x, HArg::poisoned(elem, out_len)];
+    if c.masked {
+        args.push(HArg::I32(d.lim));
+    }
+    let grid = [c.grid, 1, 1];
+    let interp = run_interp(&kernel, grid, &args).map_err(|e| format!("{e}\n{c:?}"))?.swap_remove(1);
+    let got = gpu.run(&kernel, grid, &args).map_err(|e| format!("{e}\n{c:?}\n{kernel}"))?.swap_remove(1);
+    let (gf, itf, gi, iti) = if c.float { (f32s(&got), f32s(&interp), vec![], vec![]) } else { (vec![], vec![], i32s(&got), i32s(&interp)) };
+    let mut bad = vec![];
+    for (i, w) in want.iter().enumerate() {
+        let msg = match *w {
+            Want::F(exact, err) => {
+                let (g, it) = (gf[i], itf[i]);
+                let exact_only = matches!(c.kind, Kind::Max | Kind::Min) && !c.normalize;
+                let ok = if exact_only { g.to_bits() == it.to_bits() || (g.is_nan() && it.is_nan()) } else { close(g, exact, 1.0, err) };
+                (!ok).then(|| format!("GPU {g:?}, interpreter {it:?}, exact {exact} ± {err:e}"))
+            }
+            Want::I(_) => {
+                let (g, it) = (gi[i], iti[i]);
+                (g != it).then(|| format!("GPU {g}, interpreter {it}"))
+            }
+        };
+        if let Some(m) = msg {
+            bad.push(format!("  element {i}: {m}"));
+        }
+    }
+    if !bad.is_empty() {
+        let n = bad.len();
+        bad.truncate(8);
+        return Err(format!(
+            "{} differs from the interpreter in {n} of {out_len} elements:\n{}\n{c:?}, lim {}\n--- kernel ---\n{kernel}\n--- arguments ---\n{}",
+            gpu.name(),
+            bad.join("\n"),
+            d.lim,
+            describe_args(&args, &kernel)
+        ));
+    }
+    Ok(())
+}
+
+/// (d) On a GPU: a few hundred generated reductions and scans, compiled for the GPU's target and
+/// run on it with fresh random inputs, agree with the interpreter (see [`check_gpu`]). Without a
+/// CUDA GPU: prints "skipped: no CUDA GPU" and passes.
+#[test]
+fn gpu_matches_interpreter() {
+    let Some(gpu) = gpu() else { return };
+    let count = std::cell::Cell::new(0usize);
+    let mut runner = proptest::test_runner::TestRunner::new(config(300));
+    let result = runner.run(&(case(), any::<u64>()), |(c, seed)| {
+        check_gpu(&gpu, &c, seed).map_err(TestCaseError::fail)?;
+        count.set(count.get() + 1);
+        Ok(())
+    });
+    eprintln!("{} kernels agreed on {}", count.get(), gpu.name());
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

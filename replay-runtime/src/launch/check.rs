@@ -56,6 +56,18 @@ pub enum LaunchError {
         /// The address.
         addr: u64,
     },
+    /// An integer argument that is not a multiple of what the kernel was specialized for.
+    #[error("kernel `{kernel}`, parameter `{param}`: {value} is not a multiple of {divisor}, as the kernel assumes")]
+    NotDivisible {
+        /// Kernel name.
+        kernel: String,
+        /// Parameter name.
+        param: String,
+        /// The argument.
+        value: i64,
+        /// The divisor the kernel relies on.
+        divisor: u32,
+    },
     /// A grid the hardware cannot launch.
     #[error("kernel `{kernel}`: grid {grid} exceeds the limits (x < 2^31, y and z ≤ 65535)")]
     Grid {

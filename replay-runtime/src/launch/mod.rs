@@ -1,8 +1,10 @@
 //! Typed launches: arguments checked by the Rust compiler against the kernel's parameter
-//! types, and at run time against its declared extents, before anything runs.
+//! types, and at run time against its declared extents, before anything runs; and checked
+//! launches of already traced IR with type-erased arguments ([`traced`]).
 
 pub mod args;
 pub mod check;
 pub mod grid;
 pub mod interp;
 pub mod kernel;
+pub mod traced;
