@@ -124,7 +124,7 @@ pub fn candidates_table(record: &TuneRecord) -> Table {
                 },
             ),
             Outcome::Pruned { reason } => {
-                (String::new(), String::new(), format!("pruned: {reason}"))
+                (String::new(), String::new(), format!("pruned: fails `{reason}`"))
             }
             Outcome::Failed { reason } => {
                 (String::new(), String::new(), format!("failed: {reason}"))
