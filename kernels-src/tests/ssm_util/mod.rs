@@ -119,8 +119,13 @@ pub fn pack(shape: ModelShape, tokens: &[Option<&StepInput>]) -> Packed {
     p
 }
 
+/// The interpreter, or GPU 0 when `REPLAY_SSM_DEVICE=cuda` (the same checks then run on the
+/// GPU: `REPLAY_SSM_DEVICE=cuda cargo test -p replay-kernels --test 'ssm_*'`).
 pub fn device() -> (Device, Stream) {
-    let d = Device::interpreter();
+    let d = match std::env::var("REPLAY_SSM_DEVICE").as_deref() {
+        Ok("cuda") => Device::cuda(0).expect("REPLAY_SSM_DEVICE=cuda but no GPU"),
+        _ => Device::interpreter(),
+    };
     let s = d.new_stream().unwrap();
     (d, s)
 }
