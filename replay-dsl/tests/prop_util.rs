@@ -195,7 +195,8 @@ pub struct Gpu {
 }
 
 /// GPU 0, or `None` after printing "skipped: no CUDA GPU" when this machine has no CUDA
-/// driver or no GPU (the only reason a GPU test may skip; any other failure to open it fails).
+/// driver or no GPU (the only reason a GPU test may skip; any other failure to open it fails;
+/// with `REPLAY_REQUIRE_GPU=1` no GPU fails too).
 ///
 /// `REPLAY_GPU_TESTS_ON_INTERPRETER=1` runs the GPU tests on the interpreter device instead:
 /// a self-test of the harness (the interpreter compared with itself), not of the backend.
@@ -213,7 +214,10 @@ pub fn gpu() -> Option<Gpu> {
             let stream = device.new_stream().unwrap_or_else(|e| panic!("creating a stream: {e}"));
             Some(Gpu { device, stream })
         }
-        Err(RuntimeError::NoDriver { .. }) | Err(RuntimeError::NoDevice { .. }) => {
+        Err(e @ (RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. })) => {
+            if std::env::var_os("REPLAY_REQUIRE_GPU").is_some_and(|v| v == "1") {
+                panic!("REPLAY_REQUIRE_GPU=1 but there is no CUDA GPU: {e}");
+            }
             eprintln!("skipped: no CUDA GPU");
             None
         }
@@ -242,6 +246,10 @@ impl Gpu {
     pub fn run(&self, kernel: &Kernel, grid: [u32; 3], args: &[HArg]) -> Result<Vec<Vec<u8>>, String> {
         use replay_runtime::{ArgValue, Grid, RawBuffer};
         let s = &self.stream;
+        if self.target().is_none() {
+            // Harness self-test on the interpreter: at least check that the kernel compiles.
+            compile_both(kernel)?;
+        }
         let loaded = self.device.load_traced(kernel).map_err(|e| format!("loading on the GPU: {e}"))?;
         let mut bufs: Vec<Option<RawBuffer>> = vec![];
         for a in args {

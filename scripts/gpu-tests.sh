@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the release test binaries whose tests need a GPU — replay-dsl's property tests
+# (prop_elementwise, prop_reduce: `gpu_matches_interpreter`) and GPU special cases
+# (gpu_special), replay-runtime's `gpu` smoke tests — copies them into .carry/tests/ (ignored by
+# git) and prints the command that runs them all on a machine with a GPU, from the repository
+# root. Without a GPU the same binaries print "skipped: no CUDA GPU" for each GPU test and pass;
+# with REPLAY_REQUIRE_GPU=1 (set by the printed command) replay-dsl's GPU tests fail instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=.carry/tests
+rm -rf "$out"
+mkdir -p "$out"
+
+build() { # package, test targets...
+  local pkg=$1
+  shift
+  local args=()
+  for t in "$@"; do args+=(--test "$t"); done
+  cargo test --release --no-run -p "$pkg" "${args[@]}" --message-format=json |
+    grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' |
+    while read -r exe; do
+      name=$(basename "$exe" | sed 's/-[0-9a-f]*$//')
+      cp "$exe" "$out/$pkg-$name"
+      strip "$out/$pkg-$name" 2>/dev/null || true
+    done
+}
+
+build replay-dsl prop_elementwise prop_reduce gpu_special
+build replay-runtime gpu
+
+ls -l "$out" >&2
+total=$(du -sm "$out" | cut -f1)
+echo "total: ${total} MiB in $out (the device tool carries at most 64 MiB)" >&2
+echo
+echo "Run on the GPU machine (carry .carry/tests), from the repository root:"
+echo "  export REPLAY_REQUIRE_GPU=1; for t in $out/*; do echo \"== \$t\"; \$t --test-threads=1 --nocapture --skip ptx_assembles || exit 1; done"
