@@ -27,7 +27,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let x = DeviceBuffer::from_host(&stream, &host_x)?;
     let mut out = DeviceBuffer::<f32>::zeros(&stream, host_x.len())?;
     out.poison(&stream)?;
-    softmax::Kernel::compile(&device, softmax::Config { BLOCK: 1024, num_warps: 4 })?.launch(
+    softmax::Kernel::compile(
+        &device,
+        softmax::Config {
+            BLOCK: 1024,
+            num_warps: 4,
+        },
+    )?
+    .launch(
         &stream,
         rows as u32,
         (&x, &mut out, rows as i32, cols as i32, cols as i32),
@@ -35,8 +42,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let y = out.to_host(&stream)?;
 
     let want = reference(&host_x, rows, cols, cols);
-    let err = y.iter().zip(&want).map(|(a, b)| (*a as f64 - b).abs() / b.abs()).fold(0.0, f64::max);
-    println!("softmax {rows}×{cols} on {}: max relative error {err:.2e}", device.info().name);
+    let err = y
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (*a as f64 - b).abs() / b.abs())
+        .fold(0.0, f64::max);
+    println!(
+        "softmax {rows}×{cols} on {}: max relative error {err:.2e}",
+        device.info().name
+    );
     if err.is_nan() || err > 1e-5 {
         return Err(format!("softmax mismatch: {err}").into());
     }

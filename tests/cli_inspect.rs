@@ -18,11 +18,7 @@ fn kernels_listing() {
     // Every registered kernel is listed, with its parameters and constexprs.
     let blocks: Vec<&str> = out.split_inclusive("constexprs:").collect();
     for k in replay_kernels::registry() {
-        assert!(
-            out.lines().any(|l| l == k.name),
-            "{} missing:\n{out}",
-            k.name
-        );
+        assert!(out.lines().any(|l| l == k.name), "{} missing:\n{out}", k.name);
     }
     assert!(blocks.len() > replay_kernels::registry().len());
     // The snapshot covers the gallery (kernels added to the registry later do not churn it).
@@ -68,10 +64,7 @@ fn stages_and_ir() {
         let text = ok(&["ptx", "vector_add", "--stage", name]);
         assert!(!text.trim().is_empty(), "stage {name} is empty");
     }
-    assert_eq!(
-        ok(&["ptx", "vector_add", "--stage", "ptx"]),
-        ok(&["ptx", "vector_add"])
-    );
+    assert_eq!(ok(&["ptx", "vector_add", "--stage", "ptx"]), ok(&["ptx", "vector_add"]));
     // `--ir` is the IR after the last pass: the stage before the backend's.
     let ir = ok(&["ptx", "vector_add", "--ir"]);
     assert!(!ir.contains(".entry"), "{ir}");
@@ -85,14 +78,7 @@ fn stages_and_ir() {
 
 #[test]
 fn set_overrides_constexprs() {
-    let small = ok(&[
-        "ptx",
-        "vector_add",
-        "--set",
-        "BLOCK=256",
-        "--set",
-        "num_warps=2",
-    ]);
+    let small = ok(&["ptx", "vector_add", "--set", "BLOCK=256", "--set", "num_warps=2"]);
     assert!(small.contains("vector_add_BLOCK256_w2"), "{small}");
     assert_ne!(small, ok(&["ptx", "vector_add"]));
     let ir = ok(&["ptx", "softmax", "--set", "BLOCK=64", "--stage", "trace"]);

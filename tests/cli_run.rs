@@ -22,10 +22,7 @@ fn devices_without_a_driver() {
 #[test]
 fn check_interpret_passes() {
     let out = ok(&["check", "--interpret"]);
-    assert!(
-        out.contains("--interpret: running on the CPU interpreter"),
-        "{out}"
-    );
+    assert!(out.contains("--interpret: running on the CPU interpreter"), "{out}");
     assert!(out.contains("all "), "{out}");
     assert!(!out.contains("FAIL"), "{out}");
     for k in gallery::all() {
@@ -52,8 +49,7 @@ fn check_without_a_gpu_says_so_and_passes() {
     assert!(out.starts_with("no GPU: no CUDA driver"), "{out}");
     assert!(out.contains("seed 0x1234"), "{out}");
     assert!(!out.contains("vector_add"), "{out}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["backend"], "interpreter");
     assert!(v["rows"].as_array().unwrap().len() >= 3);
     assert!(v["rows"][0]["verdict"]["pass"].as_bool().unwrap());
@@ -73,8 +69,7 @@ fn bench_without_a_gpu_says_so_and_writes_json() {
     for k in ["softmax", "matmul", "global_max"] {
         assert!(out.contains(k), "{k}:\n{out}");
     }
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["device"]["backend"], "interpreter");
     assert!(v["copy"]["gbps"].as_f64().unwrap() > 0.0);
     let kernels = v["kernels"].as_array().unwrap();
@@ -106,10 +101,7 @@ fn tune_twice_hits_the_cache() {
     let second = stdout(&replay_env(&["tune", "global_max", "--interpret"], &env));
     assert!(second.contains("cache hit in"), "{second}");
     assert!(second.contains("ok (best)"), "{second}");
-    let forced = stdout(&replay_env(
-        &["tune", "global_max", "--interpret", "--force"],
-        &env,
-    ));
+    let forced = stdout(&replay_env(&["tune", "global_max", "--interpret", "--force"], &env));
     assert!(forced.contains("tuned in"), "{forced}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -163,10 +155,7 @@ fn the_harness_catches_unwritten_and_out_of_bounds_outputs() {
     assert!(v.pass, "{v:?}");
     // A histogram launched over too few programs misses counts.
     let k = gallery::find("histogram").unwrap();
-    let case = Case::new(
-        &[("BLOCK", 128), ("BINS", 16), ("num_warps", 4)],
-        &[("n", 1000)],
-    );
+    let case = Case::new(&[("BLOCK", 128), ("BINS", 16), ("num_warps", 4)], &[("n", 1000)]);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
     let mut inst = (k.build)(&case, &mut rng, true);
     let checks = (k.expect)(&case, &inst, false);

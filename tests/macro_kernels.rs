@@ -16,11 +16,7 @@ pub fn add(
 ) {
     let offs = program_id(0) * BLOCK + arange(BLOCK);
     let mask = offs < n;
-    store(
-        out + offs,
-        load(x + offs, mask) + load(y + offs, mask),
-        mask,
-    );
+    store(out + offs, load(x + offs, mask) + load(y + offs, mask), mask);
 }
 
 /// Row softmax, one program per row; the tail of a row is masked.
@@ -43,13 +39,7 @@ pub fn softmax(
 
 /// Sum and maximum of a row, one block of columns per runtime iteration.
 #[kernel]
-fn row_stats(
-    x: Ptr<f32>,
-    sums: Ptr<f32>,
-    maxes: Ptr<f32>,
-    n_cols: i32,
-    #[constexpr(default = 128)] BLOCK: usize,
-) {
+fn row_stats(x: Ptr<f32>, sums: Ptr<f32>, maxes: Ptr<f32>, n_cols: i32, #[constexpr(default = 128)] BLOCK: usize) {
     let row = program_id(0) * n_cols;
     let mut acc = zeros::<f32>([BLOCK]);
     let mut best = full([BLOCK], f32::NEG_INFINITY);
@@ -74,11 +64,7 @@ fn clamp_rows(x: Ptr<f32>, out: Ptr<f32>, limit: i32, #[constexpr(default = 64)]
         v = zeros::<f32>([BLOCK]);
     }
     // A runtime `if` used as a value.
-    let scale = if pid == 0 {
-        constant(2.0f32)
-    } else {
-        constant(1.0f32)
-    };
+    let scale = if pid == 0 { constant(2.0f32) } else { constant(1.0f32) };
     store(out + offs, v * scale, true);
 }
 
@@ -94,10 +80,7 @@ fn unrolled(
     #[constexpr(default = 0)] MODE: i32,
 ) {
     static_assert(BLOCK % 16 == 0, "BLOCK must be a multiple of 16");
-    static_assert(
-        UNROLL > 0 && BLOCK / UNROLL >= 1,
-        "UNROLL must divide BLOCK",
-    );
+    static_assert(UNROLL > 0 && BLOCK / UNROLL >= 1, "UNROLL must divide BLOCK");
     let base = program_id(0) * (BLOCK * UNROLL);
     let mut acc = zeros::<f32>([BLOCK]);
     for u in 0..UNROLL {
@@ -128,11 +111,7 @@ fn unrolled(
     }
     static_assert(skipped == 2, "compile-time break");
     let scale = if many { 2.0f32 } else { 1.0f32 };
-    store(
-        out + program_id(0) * BLOCK + arange(BLOCK),
-        act * scale,
-        true,
-    );
+    store(out + program_id(0) * BLOCK + arange(BLOCK), act * scale, true);
 }
 
 /// Two constexpr shapes that disagree are a trace error naming the kernel and the op.
@@ -144,13 +123,7 @@ fn mismatch(out: Ptr<i32>, #[constexpr] A: usize, #[constexpr] B: usize) {
 
 /// A runtime `if` that assigns two tiles inside a runtime loop, plus nested carried state.
 #[kernel]
-fn nested(
-    x: Ptr<f32>,
-    out: Ptr<f32>,
-    n: i32,
-    threshold: f32,
-    #[constexpr(default = 32)] BLOCK: usize,
-) {
+fn nested(x: Ptr<f32>, out: Ptr<f32>, n: i32, threshold: f32, #[constexpr(default = 32)] BLOCK: usize) {
     let mut lo = zeros::<f32>([BLOCK]);
     let mut hi = zeros::<f32>([BLOCK]);
     let mut p = x + arange(BLOCK);
@@ -199,10 +172,7 @@ fn vector_add_traces() {
     assert_eq!(count(&k, |o| matches!(o, Op::Store { .. })), 1);
     assert_eq!(count(&k, |o| matches!(o, Op::Cmp(..))), 1);
     assert_eq!(count(&k, |o| matches!(o, Op::Arange)), 1);
-    let load = insts(&k)
-        .into_iter()
-        .find(|i| matches!(i.op, Op::Load { .. }))
-        .unwrap();
+    let load = insts(&k).into_iter().find(|i| matches!(i.op, Op::Load { .. })).unwrap();
     assert_eq!(k.ty(load.results[0]).shape, vec![1024]);
     assert_eq!(k.ty(load.results[0]).dtype, DType::Val(Elem::F32));
 }
@@ -239,10 +209,7 @@ fn kernel_def_describes_the_signature() {
         vec![Some(5000), Some(5000), Some(5000), None]
     );
     // Unknown scalars give unknown extents.
-    assert_eq!(
-        add::Kernel::extents(&cfg, &[]),
-        vec![None, None, None, None]
-    );
+    assert_eq!(add::Kernel::extents(&cfg, &[]), vec![None, None, None, None]);
     let scfg = softmax::Config {
         BLOCK: 256,
         num_warps: 8,
@@ -282,16 +249,8 @@ fn config_values_round_trip() {
     );
     assert_eq!(unrolled::Config::from_values(&vals).unwrap(), cfg);
     // Missing names take defaults.
-    assert_eq!(
-        unrolled::Config::from_values(&[]).unwrap(),
-        unrolled::Config::default()
-    );
-    assert_eq!(
-        unrolled::Config::from_values(&[("BLOCK", 16)])
-            .unwrap()
-            .BLOCK,
-        16
-    );
+    assert_eq!(unrolled::Config::from_values(&[]).unwrap(), unrolled::Config::default());
+    assert_eq!(unrolled::Config::from_values(&[("BLOCK", 16)]).unwrap().BLOCK, 16);
 
     let err = unrolled::Config::from_values(&[("BLOK", 16)]).unwrap_err();
     assert_eq!(err.kernel, "unrolled");
@@ -306,11 +265,7 @@ fn config_values_round_trip() {
     // A constexpr without default must be given.
     let err = softmax::Config::from_values(&[("num_warps", 4)]).unwrap_err();
     assert_eq!(err.kernel, "softmax");
-    assert!(
-        err.to_string()
-            .contains("missing value for constexpr `BLOCK`"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("missing value for constexpr `BLOCK`"), "{err}");
     assert_eq!(
         softmax::Config::from_values(&[("BLOCK", 64)]).unwrap(),
         softmax::Config {
@@ -336,10 +291,7 @@ fn softmax_traces_reductions() {
         })
         .collect();
     assert_eq!(reduces, vec![ReduceKind::Max, ReduceKind::Sum]);
-    let load = insts(&k)
-        .into_iter()
-        .find(|i| matches!(i.op, Op::Load { .. }))
-        .unwrap();
+    let load = insts(&k).into_iter().find(|i| matches!(i.op, Op::Load { .. })).unwrap();
     assert!(matches!(
         load.op,
         Op::Load {
@@ -397,11 +349,7 @@ fn runtime_if_inside_runtime_loop() {
     let Op::For { body, .. } = &fors[0].op else {
         unreachable!()
     };
-    let ifs: Vec<&Inst> = body
-        .insts
-        .iter()
-        .filter(|i| matches!(i.op, Op::If { .. }))
-        .collect();
+    let ifs: Vec<&Inst> = body.insts.iter().filter(|i| matches!(i.op, Op::If { .. })).collect();
     assert_eq!(ifs.len(), 1);
     assert_eq!(ifs[0].results.len(), 2); // hi and lo
 }
@@ -409,11 +357,7 @@ fn runtime_if_inside_runtime_loop() {
 #[test]
 fn compile_time_control_flow_unrolls() {
     let k = unrolled::trace(&unrolled::Config::default()).unwrap();
-    assert_eq!(
-        count(&k, |o| matches!(o, Op::For { .. } | Op::If { .. })),
-        0,
-        "{k}"
-    );
+    assert_eq!(count(&k, |o| matches!(o, Op::For { .. } | Op::If { .. })), 0, "{k}");
     assert_eq!(count(&k, |o| matches!(o, Op::Load { .. })), 5); // 4 unrolled + bias
     let cfg = unrolled::Config {
         HAS_BIAS: false,
@@ -423,17 +367,11 @@ fn compile_time_control_flow_unrolls() {
     let k = unrolled::trace(&cfg).unwrap();
     assert_eq!(count(&k, |o| matches!(o, Op::Load { .. })), 4);
     assert_eq!(
-        count(&k, |o| matches!(
-            o,
-            Op::Unary(replay_dsl::ir::UnaryOp::Sigmoid, _)
-        )),
+        count(&k, |o| matches!(o, Op::Unary(replay_dsl::ir::UnaryOp::Sigmoid, _))),
         1
     );
     assert_eq!(
-        count(&k, |o| matches!(
-            o,
-            Op::Unary(replay_dsl::ir::UnaryOp::Exp, _)
-        )),
+        count(&k, |o| matches!(o, Op::Unary(replay_dsl::ir::UnaryOp::Exp, _))),
         0
     );
     // `UNROLL > 0 && 64 / UNROLL > 8` short-circuits: no division by zero.
@@ -488,13 +426,7 @@ fn shape_mismatch_names_kernel_and_op() {
 
 /// Nested runtime loops and a runtime `else if` chain used as a value.
 #[kernel]
-fn nested_loops(
-    x: Ptr<f32>,
-    out: Ptr<f32>,
-    n: i32,
-    m: i32,
-    #[constexpr(default = 16)] BLOCK: usize,
-) {
+fn nested_loops(x: Ptr<f32>, out: Ptr<f32>, n: i32, m: i32, #[constexpr(default = 16)] BLOCK: usize) {
     let mut total = zeros::<f32>([BLOCK]);
     let mut count = constant(0i32);
     for i in range(0, n) {
@@ -525,11 +457,7 @@ fn nested_runtime_loops_and_else_if() {
     let Op::For { body, .. } = &fors[0].op else {
         unreachable!()
     };
-    let inner: Vec<&Inst> = body
-        .insts
-        .iter()
-        .filter(|i| matches!(i.op, Op::For { .. }))
-        .collect();
+    let inner: Vec<&Inst> = body.insts.iter().filter(|i| matches!(i.op, Op::For { .. })).collect();
     assert_eq!(inner.len(), 1);
     assert_eq!(inner[0].results.len(), 2); // `row` and `count`
                                            // `if … else if … else` as a value: an `If` whose else block holds another `If`.
@@ -559,8 +487,6 @@ fn kernels_register_as_entries() {
     let err = (e.trace)(&[("BLCK", 256)], &Specialization::default()).unwrap_err();
     assert_eq!(err.kernel, "add");
     // `compile` exists with the decided signature.
-    let _: fn(
-        &add::Config,
-        replay_dsl::Target,
-    ) -> Result<replay_dsl::Compiled, replay_dsl::CompileError> = add::compile;
+    let _: fn(&add::Config, replay_dsl::Target) -> Result<replay_dsl::Compiled, replay_dsl::CompileError> =
+        add::compile;
 }

@@ -14,7 +14,11 @@ fn ptxas() -> PathBuf {
     let out = Command::new(format!("{root}/scripts/install-ptxas.sh"))
         .output()
         .expect("run scripts/install-ptxas.sh");
-    assert!(out.status.success(), "ptxas install failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ptxas install failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     PathBuf::from(String::from_utf8(out.stdout).expect("utf8 path").trim())
 }
 
@@ -41,7 +45,10 @@ fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
     let spills = log
         .lines()
         .filter(|l| l.contains("spill stores") || l.contains("spill loads"))
-        .flat_map(|l| l.split(',').filter_map(|p| p.trim().split_whitespace().next()?.parse::<u32>().ok()))
+        .flat_map(|l| {
+            l.split(',')
+                .filter_map(|p| p.trim().split_whitespace().next()?.parse::<u32>().ok())
+        })
         .sum();
     (regs, spills)
 }
@@ -61,7 +68,12 @@ fn every_kernel_compiles_snapshots_and_assembles() {
             });
             let (regs, spills) = assemble(&ptxas, &compiled.ptx, target.arch(), entry.name);
             assert_eq!(spills, 0, "{} spills on {target}", entry.name);
-            report.push(format!("{:<12} {:<8} {:>4} registers, 0 spill bytes", entry.name, target.arch(), regs));
+            report.push(format!(
+                "{:<12} {:<8} {:>4} registers, 0 spill bytes",
+                entry.name,
+                target.arch(),
+                regs
+            ));
         }
     }
     println!("{}", report.join("\n"));

@@ -17,16 +17,31 @@ fn commit_counters_and_flags() {
     let (dev, s) = device();
     for (l, t) in [(16usize, 4usize), (1, 1), (5, 3), (8, 0)] {
         let cap = l + t;
-        let k = mamba2_commit::Kernel::compile(&dev, mamba2_commit::Config { L: l, T: t, BLOCK: 16, num_warps: 1 }).unwrap();
+        let k = mamba2_commit::Kernel::compile(
+            &dev,
+            mamba2_commit::Config {
+                L: l,
+                T: t,
+                BLOCK: 16,
+                num_warps: 1,
+            },
+        )
+        .unwrap();
         for round in 0..6 {
             let after_verify = t > 0 && round % 2 == 1;
-            let next = if t == 0 || rng.uniform() < 0.3 { 0 } else { rng.int(1, t) };
+            let next = if t == 0 || rng.uniform() < 0.3 {
+                0
+            } else {
+                rng.int(1, t)
+            };
             let batch = 37usize;
             let n_slots = 50usize;
             // Rows take distinct random slots; about one in five is padding.
             let mut pool: Vec<usize> = (1..n_slots).collect();
             rng.shuffle(&mut pool);
-            let slots: Vec<usize> = (0..batch).map(|r| if rng.uniform() < 0.2 { 0 } else { pool[r] }).collect();
+            let slots: Vec<usize> = (0..batch)
+                .map(|r| if rng.uniform() < 0.2 { 0 } else { pool[r] })
+                .collect();
             let mut meta = vec![0i32; n_slots * META_WORDS];
             for sl in 0..n_slots {
                 let h = rng.int(0, l);
@@ -66,7 +81,10 @@ fn commit_counters_and_flags() {
                     let a = accepted[r] as usize;
                     if next > 0 {
                         // The reference rule: h + a, flush when h + a + T_next > L.
-                        assert_eq!(commit_rule(kept, a, next, l), (kept + a, initial_flush_flag(kept + a, next, l)));
+                        assert_eq!(
+                            commit_rule(kept, a, next, l),
+                            (kept + a, initial_flush_flag(kept + a, next, l))
+                        );
                     }
                     (start, kept + a)
                 } else if flush {
@@ -78,7 +96,10 @@ fn commit_counters_and_flags() {
                 w[1] = h as i32;
                 w[2] = initial_flush_flag(h, next, l) as i32;
             }
-            assert_eq!(got, want, "L={l} T={t} round {round} after_verify={after_verify} next={next}");
+            assert_eq!(
+                got, want,
+                "L={l} T={t} round {round} after_verify={after_verify} next={next}"
+            );
         }
     }
 }

@@ -30,7 +30,9 @@ fn fp32_decode_follows_the_recurrence() {
     let params = random_params(&mut rng, shape);
     let mut truth = random_states(&mut rng, shape, n_slots);
     let nst = shape.heads * shape.state_elems();
-    let mut init: Vec<f32> = (0..n_slots).flat_map(|sl| truth.slot(sl).iter().map(|&v| v as f32)).collect();
+    let mut init: Vec<f32> = (0..n_slots)
+        .flat_map(|sl| truth.slot(sl).iter().map(|&v| v as f32))
+        .collect();
     init[..nst].fill(f32::NAN);
     let state = buf(&s, &init);
     let [a, d, dt_bias] = param_bufs(&s, &params);
@@ -39,19 +41,48 @@ fn fp32_decode_follows_the_recurrence() {
     for (step, gated) in [true, false, true, false, true, true].into_iter().enumerate() {
         let k = mamba2_decode::Kernel::compile(
             &dev,
-            mamba2_decode::Config { HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, HAS_Z: gated, BV: 4, num_warps: 4 },
+            mamba2_decode::Config {
+                HEADS: shape.heads,
+                GROUPS: shape.groups,
+                DK: shape.dk,
+                DV: shape.dv,
+                HAS_Z: gated,
+                BV: 4,
+                num_warps: 4,
+            },
         )
         .unwrap();
         let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
-        let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &inputs.iter().zip(&live).map(|(i, &l)| l.then_some(i)).collect::<Vec<_>>()));
+        let [dt, x, b, c, z] = input_bufs(
+            &s,
+            &pack(
+                shape,
+                &inputs
+                    .iter()
+                    .zip(&live)
+                    .map(|(i, &l)| l.then_some(i))
+                    .collect::<Vec<_>>(),
+            ),
+        );
         let out = poisoned_out(&s, batch * per_row);
         launch(
             &k,
             &s,
             (batch as u32, shape.heads as u32, 2),
             &[
-                arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias), arg(&slot_idx),
-                arg(&state), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                arg(&dt),
+                arg(&x),
+                arg(&b),
+                arg(&c),
+                arg(&z),
+                arg(&a),
+                arg(&d),
+                arg(&dt_bias),
+                arg(&slot_idx),
+                arg(&state),
+                arg(&out),
+                ArgValue::I32(batch as i32),
+                ArgValue::I32(n_slots as i32),
             ],
         );
         let mut want = vec![0.0; batch * per_row];
@@ -62,7 +93,13 @@ fn fp32_decode_follows_the_recurrence() {
         for &sl in slots.iter().filter(|&&x| x != 0) {
             let g: Vec<f64> = got[sl * nst..(sl + 1) * nst].iter().map(|&v| v as f64).collect();
             let w = truth.slot(sl);
-            check_close(&format!("step {step} state slot {sl}"), &g, w, STATE_RTOL, STATE_ATOL_REL * rms(w));
+            check_close(
+                &format!("step {step} state slot {sl}"),
+                &g,
+                w,
+                STATE_RTOL,
+                STATE_ATOL_REL * rms(w),
+            );
         }
         // Slot 2 is in no row: untouched.
         let g: Vec<f64> = got[2 * nst..3 * nst].iter().map(|&v| v as f64).collect();
@@ -90,7 +127,14 @@ fn f16_setup(rng: &mut Rng) -> F16Setup {
     let bufs = param_bufs(&s, &params);
     let slot_idx = buf(&s, &[0i32, 1]);
     let state = buf(&s, &init);
-    F16Setup { dev, s, params, bufs, slot_idx, state }
+    F16Setup {
+        dev,
+        s,
+        params,
+        bufs,
+        slot_idx,
+        state,
+    }
 }
 
 /// Launches the f16 kernel for rows (padding, `input`) and returns the bf16 outputs of row 1.
@@ -99,7 +143,14 @@ fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) 
     let k = mamba2_decode_f16::Kernel::compile(
         &st.dev,
         mamba2_decode_f16::Config {
-            HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, HAS_Z: input.z.is_some(), SR: sr, BV: 8, num_warps: 4,
+            HEADS: shape.heads,
+            GROUPS: shape.groups,
+            DK: shape.dk,
+            DV: shape.dv,
+            HAS_Z: input.z.is_some(),
+            SR: sr,
+            BV: 8,
+            num_warps: 4,
         },
     )
     .unwrap();
@@ -112,8 +163,21 @@ fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) 
         &st.s,
         (2, shape.heads as u32, 1),
         &[
-            arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(a), arg(d), arg(dt_bias), arg(&st.slot_idx),
-            arg(&st.state), arg(&out), ArgValue::I32(2), ArgValue::I32(2), ArgValue::U32(seed), ArgValue::U32(step),
+            arg(&dt),
+            arg(&x),
+            arg(&b),
+            arg(&c),
+            arg(&z),
+            arg(a),
+            arg(d),
+            arg(dt_bias),
+            arg(&st.slot_idx),
+            arg(&st.state),
+            arg(&out),
+            ArgValue::I32(2),
+            ArgValue::I32(2),
+            ArgValue::U32(seed),
+            ArgValue::U32(step),
         ],
     );
     let o = host(&st.s, &out);
@@ -128,7 +192,11 @@ fn exact_update(params: &Mamba2Params, prev: &[f16], input: &StepInput) -> (Vec<
     let shape = SHAPE;
     let nst = shape.heads * shape.state_elems();
     let mut states = SlotStates::zeros(shape, 2);
-    states.slot_mut(1).iter_mut().zip(&prev[nst..]).for_each(|(d, s)| *d = s.to_f64());
+    states
+        .slot_mut(1)
+        .iter_mut()
+        .zip(&prev[nst..])
+        .for_each(|(d, s)| *d = s.to_f64());
     let mut out = vec![0.0; 2 * shape.heads * shape.dv];
     recurrent_step(params, &mut states, &[0, 1], &[input.clone(), input.clone()], &mut out);
     let mut err = vec![0.0; nst];
@@ -157,7 +225,10 @@ fn check_f16_step(what: &str, got: &[f16], exact: &[f64], err: &[f64], sr: bool)
         let g = g.to_f64();
         let (lo, hi) = (f16_neighbours(x - err[e]).0, f16_neighbours(x + err[e]).1);
         if sr {
-            assert!(lo <= g && g <= hi, "{what}[{e}]: SR gave {g}, not in [{lo}, {hi}] around {x}");
+            assert!(
+                lo <= g && g <= hi,
+                "{what}[{e}]: SR gave {g}, not in [{lo}, {hi}] around {x}"
+            );
         } else {
             let (a, b) = (f16::from_f64(x - err[e]).to_f64(), f16::from_f64(x + err[e]).to_f64());
             assert!(a <= g && g <= b, "{what}[{e}]: RTN gave {g} for {x} (±{:e})", err[e]);
@@ -217,14 +288,24 @@ fn stochastic_rounding_is_unbiased_and_uses_the_documented_hash() {
             }
         }
     }
-    assert!(mirror_hits as f64 >= 0.995 * (runs as usize * nst) as f64, "hash mirror matched only {mirror_hits} of {}", runs as usize * nst);
+    assert!(
+        mirror_hits as f64 >= 0.995 * (runs as usize * nst) as f64,
+        "hash mirror matched only {mirror_hits} of {}",
+        runs as usize * nst
+    );
     // Same seed and step: identical bits; another seed: different choices somewhere.
     st.state.copy_from_host(&st.s, &init).unwrap();
     f16_launch(&st, true, &input, seed, 0);
-    assert_eq!(host(&st.s, &st.state).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), first.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    assert_eq!(
+        host(&st.s, &st.state).iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        first.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
     st.state.copy_from_host(&st.s, &init).unwrap();
     f16_launch(&st, true, &input, seed ^ 1, 0);
-    assert_ne!(host(&st.s, &st.state).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), first.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    assert_ne!(
+        host(&st.s, &st.state).iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        first.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
     // Unbiasedness: P(round away from zero) = (|x| - |lo|) / ulp per element.
     let (mut dev_sum, mut var_sum, mut random_elems) = (0.0, 0.0, 0);
     for e in 0..nst {
@@ -238,7 +319,11 @@ fn stochastic_rounding_is_unbiased_and_uses_the_documented_hash() {
         let n = runs as f64;
         let var = n * p * (1.0 - p);
         let dev = ups[e] as f64 - n * p;
-        assert!(dev.abs() <= 6.0 * var.sqrt() + 1.0, "element {e}: {} ups of {runs}, p = {p}", ups[e]);
+        assert!(
+            dev.abs() <= 6.0 * var.sqrt() + 1.0,
+            "element {e}: {} ups of {runs}, p = {p}",
+            ups[e]
+        );
         dev_sum += dev;
         var_sum += var;
         random_elems += (ups[e] > 0 && ups[e] < runs) as usize;

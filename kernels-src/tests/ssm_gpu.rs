@@ -76,13 +76,42 @@ fn timings() {
         // Conventional decode.
         let mut best_conv = f64::MAX;
         for (bv, nw) in [(16, 4), (32, 4), (32, 8), (64, 8)] {
-            let k = mamba2_decode::Kernel::compile(&dev, mamba2_decode::Config { HEADS: h, GROUPS: g, DK: dk, DV: dv, HAS_Z: true, BV: bv, num_warps: nw }).unwrap();
+            let k = mamba2_decode::Kernel::compile(
+                &dev,
+                mamba2_decode::Config {
+                    HEADS: h,
+                    GROUPS: g,
+                    DK: dk,
+                    DV: dv,
+                    HAS_Z: true,
+                    BV: bv,
+                    num_warps: nw,
+                },
+            )
+            .unwrap();
             let args = [
-                arg(&dt), arg(&x), arg(&bm), arg(&cm), arg(&z), arg(&par[0]), arg(&par[1]), arg(&par[2]), arg(&slot_idx), arg(&ckpt), arg(&out),
-                ArgValue::I32(batch as i32), ArgValue::I32(slots as i32),
+                arg(&dt),
+                arg(&x),
+                arg(&bm),
+                arg(&cm),
+                arg(&z),
+                arg(&par[0]),
+                arg(&par[1]),
+                arg(&par[2]),
+                arg(&slot_idx),
+                arg(&ckpt),
+                arg(&out),
+                ArgValue::I32(batch as i32),
+                ArgValue::I32(slots as i32),
             ];
-            let ms = time_ms(&s, 20, || launch(&k, &s, (batch as u32, h as u32, dv.div_ceil(bv) as u32), &args));
-            println!("B={batch:<4} decode        BV={bv:<3} w{nw}: {:8.1} us  ({:.2} TB/s of state r+w)", ms * 1e3, bw(ms));
+            let ms = time_ms(&s, 20, || {
+                launch(&k, &s, (batch as u32, h as u32, dv.div_ceil(bv) as u32), &args)
+            });
+            println!(
+                "B={batch:<4} decode        BV={bv:<3} w{nw}: {:8.1} us  ({:.2} TB/s of state r+w)",
+                ms * 1e3,
+                bw(ms)
+            );
             best_conv = best_conv.min(ms);
         }
         // Replay step: non-flush at h = L/2 and flush at h = L-1.
@@ -91,38 +120,121 @@ fn timings() {
             for (bv, hb, nw) in [(16, 1, 4), (16, 4, 4), (32, 4, 4), (32, 16, 8), (64, 16, 8), (64, 4, 8)] {
                 let k = mamba2_replay_step::Kernel::compile(
                     &dev,
-                    mamba2_replay_step::Config { HEADS: h, GROUPS: g, DK: dk, DV: dv, L: l, T: tmax, HAS_Z: true, BV: bv, HB: hb, num_warps: nw },
+                    mamba2_replay_step::Config {
+                        HEADS: h,
+                        GROUPS: g,
+                        DK: dk,
+                        DV: dv,
+                        L: l,
+                        T: tmax,
+                        HAS_Z: true,
+                        BV: bv,
+                        HB: hb,
+                        num_warps: nw,
+                    },
                 )
                 .unwrap();
                 let args = [
-                    arg(&dt), arg(&x), arg(&bm), arg(&cm), arg(&z), arg(&par[0]), arg(&par[1]), arg(&par[2]), arg(&slot_idx), arg(&meta), arg(&ckpt),
-                    arg(&rec_dt), arg(&rec_x), arg(&rec_b), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(slots as i32),
+                    arg(&dt),
+                    arg(&x),
+                    arg(&bm),
+                    arg(&cm),
+                    arg(&z),
+                    arg(&par[0]),
+                    arg(&par[1]),
+                    arg(&par[2]),
+                    arg(&slot_idx),
+                    arg(&meta),
+                    arg(&ckpt),
+                    arg(&rec_dt),
+                    arg(&rec_x),
+                    arg(&rec_b),
+                    arg(&out),
+                    ArgValue::I32(batch as i32),
+                    ArgValue::I32(slots as i32),
                 ];
-                let ms = time_ms(&s, 20, || launch(&k, &s, (batch as u32, (h / hb) as u32, dv.div_ceil(bv) as u32), &args));
-                println!("B={batch:<4} {label:<15} BV={bv:<3} HB={hb:<2} w{nw}: {:8.1} us  ({:.2}x conventional)", ms * 1e3, best_conv / ms);
+                let ms = time_ms(&s, 20, || {
+                    launch(&k, &s, (batch as u32, (h / hb) as u32, dv.div_ceil(bv) as u32), &args)
+                });
+                println!(
+                    "B={batch:<4} {label:<15} BV={bv:<3} HB={hb:<2} w{nw}: {:8.1} us  ({:.2}x conventional)",
+                    ms * 1e3,
+                    best_conv / ms
+                );
             }
         }
         // Speculative: verify vs snapshot baseline, T = 4 and 8.
         for t in [4usize, 8] {
             let meta = meta_for(l / 2 - t / 2, false);
             let acc = buf(&s, &vec![t as i32; batch]);
-            let commit = mamba2_commit::Kernel::compile(&dev, mamba2_commit::Config { L: l, T: tmax, BLOCK: 128, num_warps: 4 }).unwrap();
+            let commit = mamba2_commit::Kernel::compile(
+                &dev,
+                mamba2_commit::Config {
+                    L: l,
+                    T: tmax,
+                    BLOCK: 128,
+                    num_warps: 4,
+                },
+            )
+            .unwrap();
             let cmeta = meta_for(l / 2 - t / 2, false);
             let cms = time_ms(&s, 20, || {
-                launch(&commit, &s, (batch.div_ceil(128) as u32, 1, 1), &[arg(&slot_idx), arg(&acc), arg(&cmeta), ArgValue::I32(batch as i32), ArgValue::I32(slots as i32), ArgValue::I32(1), ArgValue::I32(t as i32)])
+                launch(
+                    &commit,
+                    &s,
+                    (batch.div_ceil(128) as u32, 1, 1),
+                    &[
+                        arg(&slot_idx),
+                        arg(&acc),
+                        arg(&cmeta),
+                        ArgValue::I32(batch as i32),
+                        ArgValue::I32(slots as i32),
+                        ArgValue::I32(1),
+                        ArgValue::I32(t as i32),
+                    ],
+                )
             });
             println!("B={batch:<4} commit: {:8.1} us", cms * 1e3);
             for (bv, hb, nw) in [(16, 4, 4), (32, 4, 4), (32, 16, 8), (64, 16, 8)] {
                 let k = mamba2_verify::Kernel::compile(
                     &dev,
-                    mamba2_verify::Config { HEADS: h, GROUPS: g, DK: dk, DV: dv, L: l, T: tmax, HAS_Z: true, BV: bv, HB: hb, num_warps: nw },
+                    mamba2_verify::Config {
+                        HEADS: h,
+                        GROUPS: g,
+                        DK: dk,
+                        DV: dv,
+                        L: l,
+                        T: tmax,
+                        HAS_Z: true,
+                        BV: bv,
+                        HB: hb,
+                        num_warps: nw,
+                    },
                 )
                 .unwrap();
                 let args = [
-                    arg(&dt), arg(&x), arg(&bm), arg(&cm), arg(&z), arg(&par[0]), arg(&par[1]), arg(&par[2]), arg(&slot_idx), arg(&meta), arg(&ckpt),
-                    arg(&rec_dt), arg(&rec_x), arg(&rec_b), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(slots as i32), ArgValue::I32(t as i32),
+                    arg(&dt),
+                    arg(&x),
+                    arg(&bm),
+                    arg(&cm),
+                    arg(&z),
+                    arg(&par[0]),
+                    arg(&par[1]),
+                    arg(&par[2]),
+                    arg(&slot_idx),
+                    arg(&meta),
+                    arg(&ckpt),
+                    arg(&rec_dt),
+                    arg(&rec_x),
+                    arg(&rec_b),
+                    arg(&out),
+                    ArgValue::I32(batch as i32),
+                    ArgValue::I32(slots as i32),
+                    ArgValue::I32(t as i32),
                 ];
-                let ms = time_ms(&s, 20, || launch(&k, &s, (batch as u32, (h / hb) as u32, dv.div_ceil(bv) as u32), &args));
+                let ms = time_ms(&s, 20, || {
+                    launch(&k, &s, (batch as u32, (h / hb) as u32, dv.div_ceil(bv) as u32), &args)
+                });
                 println!("B={batch:<4} verify T={t}     BV={bv:<3} HB={hb:<2} w{nw}: {:8.1} us  ({:.2}x one conventional step)", ms * 1e3, ms / best_conv);
             }
             {
@@ -131,15 +243,42 @@ fn timings() {
                 for (bv, nw) in [(32, 4), (64, 8)] {
                     let k = mamba2_spec_baseline::Kernel::compile(
                         &dev,
-                        mamba2_spec_baseline::Config { HEADS: h, GROUPS: g, DK: dk, DV: dv, HAS_Z: true, BV: bv, num_warps: nw },
+                        mamba2_spec_baseline::Config {
+                            HEADS: h,
+                            GROUPS: g,
+                            DK: dk,
+                            DV: dv,
+                            HAS_Z: true,
+                            BV: bv,
+                            num_warps: nw,
+                        },
                     )
                     .unwrap();
                     let args = [
-                        arg(&dt), arg(&x), arg(&bm), arg(&cm), arg(&z), arg(&par[0]), arg(&par[1]), arg(&par[2]), arg(&slot_idx), arg(&snaps), arg(&snap_state), arg(&out),
-                        ArgValue::I32(batch as i32), ArgValue::I32((batch * t + slots) as i32), ArgValue::I32(t as i32),
+                        arg(&dt),
+                        arg(&x),
+                        arg(&bm),
+                        arg(&cm),
+                        arg(&z),
+                        arg(&par[0]),
+                        arg(&par[1]),
+                        arg(&par[2]),
+                        arg(&slot_idx),
+                        arg(&snaps),
+                        arg(&snap_state),
+                        arg(&out),
+                        ArgValue::I32(batch as i32),
+                        ArgValue::I32((batch * t + slots) as i32),
+                        ArgValue::I32(t as i32),
                     ];
-                    let ms = time_ms(&s, 10, || launch(&k, &s, (batch as u32, h as u32, dv.div_ceil(bv) as u32), &args));
-                    println!("B={batch:<4} baseline T={t}   BV={bv:<3} w{nw}: {:8.1} us  ({:.2}x one conventional step)", ms * 1e3, ms / best_conv);
+                    let ms = time_ms(&s, 10, || {
+                        launch(&k, &s, (batch as u32, h as u32, dv.div_ceil(bv) as u32), &args)
+                    });
+                    println!(
+                        "B={batch:<4} baseline T={t}   BV={bv:<3} w{nw}: {:8.1} us  ({:.2}x one conventional step)",
+                        ms * 1e3,
+                        ms / best_conv
+                    );
                 }
             }
         }

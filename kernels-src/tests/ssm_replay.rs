@@ -17,7 +17,14 @@ use replay_runtime::ArgValue;
 use ssm_util::*;
 
 /// A shape whose `dv` is not a power of two (masked value blocks), 2 heads per group.
-const ODD: ModelShape = ModelShape { name: "odd", dv: 6, dk: 8, heads: 4, groups: 2, ..CPU_TEST };
+const ODD: ModelShape = ModelShape {
+    name: "odd",
+    dv: 6,
+    dk: 8,
+    heads: 4,
+    groups: 2,
+    ..CPU_TEST
+};
 
 struct Case {
     shape: ModelShape,
@@ -29,7 +36,14 @@ struct Case {
 }
 
 fn run(case: Case) {
-    let Case { shape, l, gated, bv, hb, seed } = case;
+    let Case {
+        shape,
+        l,
+        gated,
+        bv,
+        hb,
+        seed,
+    } = case;
     let mut rng = Rng(seed);
     let (dev, s) = device();
     // Row 0 is always padding; rows 1..=4 join at different steps into shuffled slots; slot 5
@@ -67,17 +81,35 @@ fn run(case: Case) {
         },
     )
     .unwrap();
-    let commit_k = mamba2_commit::Kernel::compile(&dev, mamba2_commit::Config { L: l, T: 0, BLOCK: 4, num_warps: 1 }).unwrap();
+    let commit_k = mamba2_commit::Kernel::compile(
+        &dev,
+        mamba2_commit::Config {
+            L: l,
+            T: 0,
+            BLOCK: 4,
+            num_warps: 1,
+        },
+    )
+    .unwrap();
     let accepted = buf(&s, &vec![0i32; batch]);
     let per_row = shape.heads * shape.dv;
     let grid = (batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32);
 
     let mut flushes = 0;
     for t in 0..steps {
-        let slots: Vec<usize> = (0..batch).map(|r| if r > 0 && t >= join[r] { slot_of[r] } else { 0 }).collect();
+        let slots: Vec<usize> = (0..batch)
+            .map(|r| if r > 0 && t >= join[r] { slot_of[r] } else { 0 })
+            .collect();
         let live: Vec<bool> = slots.iter().map(|&x| x != 0).collect();
         let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
-        let packed = pack(shape, &inputs.iter().zip(&live).map(|(i, &l)| l.then_some(i)).collect::<Vec<_>>());
+        let packed = pack(
+            shape,
+            &inputs
+                .iter()
+                .zip(&live)
+                .map(|(i, &l)| l.then_some(i))
+                .collect::<Vec<_>>(),
+        );
         let [dt, x, b, c, z] = input_bufs(&s, &packed);
         let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
         let out = poisoned_out(&s, batch * per_row);
@@ -87,9 +119,23 @@ fn run(case: Case) {
             &s,
             grid,
             &[
-                arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias),
-                arg(&slot_idx), arg(&ring.meta), arg(&ring.ckpt), arg(&ring.rec_dt), arg(&ring.rec_x),
-                arg(&ring.rec_b), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                arg(&dt),
+                arg(&x),
+                arg(&b),
+                arg(&c),
+                arg(&z),
+                arg(&a),
+                arg(&d),
+                arg(&dt_bias),
+                arg(&slot_idx),
+                arg(&ring.meta),
+                arg(&ring.ckpt),
+                arg(&ring.rec_dt),
+                arg(&ring.rec_x),
+                arg(&ring.rec_b),
+                arg(&out),
+                ArgValue::I32(batch as i32),
+                ArgValue::I32(n_slots as i32),
             ],
         );
         launch(
@@ -97,8 +143,13 @@ fn run(case: Case) {
             &s,
             (2, 1, 1),
             &[
-                arg(&slot_idx), arg(&accepted), arg(&ring.meta), ArgValue::I32(batch as i32),
-                ArgValue::I32(n_slots as i32), ArgValue::I32(0), ArgValue::I32(0),
+                arg(&slot_idx),
+                arg(&accepted),
+                arg(&ring.meta),
+                ArgValue::I32(batch as i32),
+                ArgValue::I32(n_slots as i32),
+                ArgValue::I32(0),
+                ArgValue::I32(0),
             ],
         );
         let mut want = vec![0.0; batch * per_row];
@@ -116,7 +167,13 @@ fn run(case: Case) {
             assert_eq!(h, rc.committed(sl), "{what}: h of slot {sl}");
             assert_eq!(flag, h + 1 >= l, "{what}: flag of slot {sl}");
             let ck = rc.checkpoints().slot(sl);
-            check_close(&format!("{what} ckpt slot {sl}"), &ring.ckpt_of(&s, shape, sl), ck, STATE_RTOL, STATE_ATOL_REL * rms(ck));
+            check_close(
+                &format!("{what} ckpt slot {sl}"),
+                &ring.ckpt_of(&s, shape, sl),
+                ck,
+                STATE_RTOL,
+                STATE_ATOL_REL * rms(ck),
+            );
             let tr = truth.slot(sl);
             check_close(
                 &format!("{what} logical state slot {sl}"),
@@ -126,34 +183,79 @@ fn run(case: Case) {
                 STATE_ATOL_REL * rms(tr),
             );
         }
-        assert_eq!(ring.slot0_bits(&s, shape), slot0, "{what}: the padding slot was touched");
+        assert_eq!(
+            ring.slot0_bits(&s, shape),
+            slot0,
+            "{what}: the padding slot was touched"
+        );
     }
-    assert_eq!(ring.ckpt_of(&s, shape, 5).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), unused.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    assert_eq!(
+        ring.ckpt_of(&s, shape, 5)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>(),
+        unused.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
     // Every live row went through at least 3 flushes.
     assert!(flushes >= 3 * 4, "only {flushes} flushes");
 }
 
 #[test]
 fn window_1_is_conventional_decoding() {
-    run(Case { shape: CPU_TEST, l: 1, gated: true, bv: 8, hb: 3, seed: 1 });
+    run(Case {
+        shape: CPU_TEST,
+        l: 1,
+        gated: true,
+        bv: 8,
+        hb: 3,
+        seed: 1,
+    });
 }
 
 #[test]
 fn window_4_without_gate_two_value_blocks() {
-    run(Case { shape: CPU_TEST, l: 4, gated: false, bv: 4, hb: 3, seed: 2 });
+    run(Case {
+        shape: CPU_TEST,
+        l: 4,
+        gated: false,
+        bv: 4,
+        hb: 3,
+        seed: 2,
+    });
 }
 
 #[test]
 fn window_16_one_head_per_program() {
-    run(Case { shape: CPU_TEST, l: 16, gated: true, bv: 8, hb: 1, seed: 3 });
+    run(Case {
+        shape: CPU_TEST,
+        l: 16,
+        gated: true,
+        bv: 8,
+        hb: 1,
+        seed: 3,
+    });
 }
 
 #[test]
 fn window_32_without_gate() {
-    run(Case { shape: CPU_TEST, l: 32, gated: false, bv: 8, hb: 3, seed: 4 });
+    run(Case {
+        shape: CPU_TEST,
+        l: 32,
+        gated: false,
+        bv: 8,
+        hb: 3,
+        seed: 4,
+    });
 }
 
 #[test]
 fn window_4_masked_value_blocks() {
-    run(Case { shape: ODD, l: 4, gated: true, bv: 4, hb: 2, seed: 5 });
+    run(Case {
+        shape: ODD,
+        l: 4,
+        gated: true,
+        bv: 4,
+        hb: 2,
+        seed: 5,
+    });
 }

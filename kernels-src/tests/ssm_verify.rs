@@ -7,10 +7,10 @@
 mod ssm_util;
 
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::initial_flush_flag;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::spec_baseline::mamba2_spec_baseline;
 use replay_kernels::ssm::kernels::verify::mamba2_verify;
-use replay_kernels::ssm::kernels::initial_flush_flag;
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::CPU_TEST;
@@ -32,7 +32,13 @@ struct Case {
 
 /// Truth for one verification: outputs `[row][s][head][dv]` of the drafts from the recurrence
 /// (each draft sees the committed state and the drafts before it).
-fn truth_verify(params: &Mamba2Params, truth: &SlotStates, slots: &[usize], drafts: &[Vec<StepInput>], n: usize) -> Vec<f64> {
+fn truth_verify(
+    params: &Mamba2Params,
+    truth: &SlotStates,
+    slots: &[usize],
+    drafts: &[Vec<StepInput>],
+    n: usize,
+) -> Vec<f64> {
     let shape = truth.shape();
     let per_tok = shape.heads * shape.dv;
     let mut tmp = truth.clone();
@@ -49,11 +55,21 @@ fn truth_verify(params: &Mamba2Params, truth: &SlotStates, slots: &[usize], draf
 }
 
 /// Applies the first `accepted[r]` drafts of each row to `truth`.
-fn truth_accept(params: &Mamba2Params, truth: &mut SlotStates, slots: &[usize], drafts: &[Vec<StepInput>], accepted: &[usize]) {
+fn truth_accept(
+    params: &Mamba2Params,
+    truth: &mut SlotStates,
+    slots: &[usize],
+    drafts: &[Vec<StepInput>],
+    accepted: &[usize],
+) {
     let shape = truth.shape();
     let max = accepted.iter().copied().max().unwrap_or(0);
     for s in 0..max {
-        let sl: Vec<usize> = slots.iter().zip(accepted).map(|(&x, &a)| if s < a { x } else { 0 }).collect();
+        let sl: Vec<usize> = slots
+            .iter()
+            .zip(accepted)
+            .map(|(&x, &a)| if s < a { x } else { 0 })
+            .collect();
         let inputs: Vec<StepInput> = drafts.iter().map(|d| d[s].clone()).collect();
         let mut o = vec![0.0; slots.len() * shape.heads * shape.dv];
         recurrent_step(params, truth, &sl, &inputs, &mut o);
@@ -61,7 +77,16 @@ fn truth_accept(params: &Mamba2Params, truth: &mut SlotStates, slots: &[usize], 
 }
 
 fn run(case: Case) {
-    let Case { l, t_max, steps, p_decode, gated, bv, hb, seed } = case;
+    let Case {
+        l,
+        t_max,
+        steps,
+        p_decode,
+        gated,
+        bv,
+        hb,
+        seed,
+    } = case;
     let shape = CPU_TEST;
     let mut rng = Rng(seed);
     let (dev, s) = device();
@@ -80,7 +105,13 @@ fn run(case: Case) {
     let mut truth = states.clone();
     // Step kinds: None = decode step, Some(n) = verification of n drafts.
     let mut kinds: Vec<Option<usize>> = (0..=steps)
-        .map(|_| if rng.uniform() < p_decode { None } else { Some(rng.int(1, t_max)) })
+        .map(|_| {
+            if rng.uniform() < p_decode {
+                None
+            } else {
+                Some(rng.int(1, t_max))
+            }
+        })
         .collect();
     kinds[0] = Some(t_max);
     let next_drafts = |k: Option<usize>| k.unwrap_or(0);
@@ -90,26 +121,53 @@ fn run(case: Case) {
     let verify_k = mamba2_verify::Kernel::compile(
         &dev,
         mamba2_verify::Config {
-            HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, L: l, T: t_max,
-            HAS_Z: gated, BV: bv, HB: hb, num_warps: 4,
+            HEADS: shape.heads,
+            GROUPS: shape.groups,
+            DK: shape.dk,
+            DV: shape.dv,
+            L: l,
+            T: t_max,
+            HAS_Z: gated,
+            BV: bv,
+            HB: hb,
+            num_warps: 4,
         },
     )
     .unwrap();
     let step_k = mamba2_replay_step::Kernel::compile(
         &dev,
         mamba2_replay_step::Config {
-            HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, L: l, T: t_max,
-            HAS_Z: gated, BV: bv, HB: hb, num_warps: 4,
+            HEADS: shape.heads,
+            GROUPS: shape.groups,
+            DK: shape.dk,
+            DV: shape.dv,
+            L: l,
+            T: t_max,
+            HAS_Z: gated,
+            BV: bv,
+            HB: hb,
+            num_warps: 4,
         },
     )
     .unwrap();
-    let commit_k = mamba2_commit::Kernel::compile(&dev, mamba2_commit::Config { L: l, T: t_max, BLOCK: 8, num_warps: 1 }).unwrap();
+    let commit_k = mamba2_commit::Kernel::compile(
+        &dev,
+        mamba2_commit::Config {
+            L: l,
+            T: t_max,
+            BLOCK: 8,
+            num_warps: 1,
+        },
+    )
+    .unwrap();
     let per_tok = shape.heads * shape.dv;
     let grid = (batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32);
 
     let (mut flushes, mut verifies, mut wraps) = (0, 0, 0);
     for t in 0..steps {
-        let slots: Vec<usize> = (0..batch).map(|r| if r > 0 && t >= join[r] { slot_of[r] } else { 0 }).collect();
+        let slots: Vec<usize> = (0..batch)
+            .map(|r| if r > 0 && t >= join[r] { slot_of[r] } else { 0 })
+            .collect();
         let live: Vec<bool> = slots.iter().map(|&x| x != 0).collect();
         let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
         let what = format!("L={l} T={t_max} step {t} ({:?})", kinds[t]);
@@ -121,8 +179,14 @@ fn run(case: Case) {
         match kinds[t] {
             Some(n) => {
                 verifies += 1;
-                let drafts: Vec<Vec<StepInput>> = (0..batch).map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect()).collect();
-                let toks: Vec<Option<&StepInput>> = drafts.iter().zip(&live).flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x))).collect();
+                let drafts: Vec<Vec<StepInput>> = (0..batch)
+                    .map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect())
+                    .collect();
+                let toks: Vec<Option<&StepInput>> = drafts
+                    .iter()
+                    .zip(&live)
+                    .flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x)))
+                    .collect();
                 let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &toks));
                 let out = poisoned_out(&s, batch * n * per_tok);
                 launch(
@@ -130,9 +194,23 @@ fn run(case: Case) {
                     &s,
                     grid,
                     &[
-                        arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias),
-                        arg(&slot_idx), arg(&ring.meta), arg(&ring.ckpt), arg(&ring.rec_dt), arg(&ring.rec_x),
-                        arg(&ring.rec_b), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                        arg(&dt),
+                        arg(&x),
+                        arg(&b),
+                        arg(&c),
+                        arg(&z),
+                        arg(&a),
+                        arg(&d),
+                        arg(&dt_bias),
+                        arg(&slot_idx),
+                        arg(&ring.meta),
+                        arg(&ring.ckpt),
+                        arg(&ring.rec_dt),
+                        arg(&ring.rec_x),
+                        arg(&ring.rec_b),
+                        arg(&out),
+                        ArgValue::I32(batch as i32),
+                        ArgValue::I32(n_slots as i32),
                         ArgValue::I32(n as i32),
                     ],
                 );
@@ -151,16 +229,40 @@ fn run(case: Case) {
             }
             None => {
                 let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
-                let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &inputs.iter().zip(&live).map(|(i, &lv)| lv.then_some(i)).collect::<Vec<_>>()));
+                let [dt, x, b, c, z] = input_bufs(
+                    &s,
+                    &pack(
+                        shape,
+                        &inputs
+                            .iter()
+                            .zip(&live)
+                            .map(|(i, &lv)| lv.then_some(i))
+                            .collect::<Vec<_>>(),
+                    ),
+                );
                 let out = poisoned_out(&s, batch * per_tok);
                 launch(
                     &step_k,
                     &s,
                     grid,
                     &[
-                        arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias),
-                        arg(&slot_idx), arg(&ring.meta), arg(&ring.ckpt), arg(&ring.rec_dt), arg(&ring.rec_x),
-                        arg(&ring.rec_b), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                        arg(&dt),
+                        arg(&x),
+                        arg(&b),
+                        arg(&c),
+                        arg(&z),
+                        arg(&a),
+                        arg(&d),
+                        arg(&dt_bias),
+                        arg(&slot_idx),
+                        arg(&ring.meta),
+                        arg(&ring.ckpt),
+                        arg(&ring.rec_dt),
+                        arg(&ring.rec_x),
+                        arg(&ring.rec_b),
+                        arg(&out),
+                        ArgValue::I32(batch as i32),
+                        ArgValue::I32(n_slots as i32),
                     ],
                 );
                 let mut want = vec![0.0; batch * per_tok];
@@ -168,15 +270,23 @@ fn run(case: Case) {
                 check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, per_tok);
             }
         }
-        let starts: Vec<usize> = slots.iter().map(|&sl| if sl != 0 { ring.meta_of(&s, sl).0 } else { 0 }).collect();
+        let starts: Vec<usize> = slots
+            .iter()
+            .map(|&sl| if sl != 0 { ring.meta_of(&s, sl).0 } else { 0 })
+            .collect();
         let acc_buf = buf(&s, &accepted.iter().map(|&x| x as i32).collect::<Vec<_>>());
         launch(
             &commit_k,
             &s,
             (1, 1, 1),
             &[
-                arg(&slot_idx), arg(&acc_buf), arg(&ring.meta), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
-                ArgValue::I32(kinds[t].is_some() as i32), ArgValue::I32(n_next as i32),
+                arg(&slot_idx),
+                arg(&acc_buf),
+                arg(&ring.meta),
+                ArgValue::I32(batch as i32),
+                ArgValue::I32(n_slots as i32),
+                ArgValue::I32(kinds[t].is_some() as i32),
+                ArgValue::I32(n_next as i32),
             ],
         );
         if let Some(rc) = rc.as_mut() {
@@ -194,12 +304,28 @@ fn run(case: Case) {
                 assert_eq!(h, rc.committed(sl), "{what}: h of slot {sl}");
                 assert_eq!(flag, rc.flush_pending(sl), "{what}: flag of slot {sl}");
                 let ck = rc.checkpoints().slot(sl);
-                check_close(&format!("{what} ckpt slot {sl}"), &ring.ckpt_of(&s, shape, sl), ck, STATE_RTOL, STATE_ATOL_REL * rms(ck));
+                check_close(
+                    &format!("{what} ckpt slot {sl}"),
+                    &ring.ckpt_of(&s, shape, sl),
+                    ck,
+                    STATE_RTOL,
+                    STATE_ATOL_REL * rms(ck),
+                );
             }
             let tr = truth.slot(sl);
-            check_close(&format!("{what} logical state slot {sl}"), &ring.logical_state(&s, shape, &params, sl), tr, STATE_RTOL, STATE_ATOL_REL * rms(tr));
+            check_close(
+                &format!("{what} logical state slot {sl}"),
+                &ring.logical_state(&s, shape, &params, sl),
+                tr,
+                STATE_RTOL,
+                STATE_ATOL_REL * rms(tr),
+            );
         }
-        assert_eq!(ring.slot0_bits(&s, shape), slot0, "{what}: the padding slot was touched");
+        assert_eq!(
+            ring.slot0_bits(&s, shape),
+            slot0,
+            "{what}: the padding slot was touched"
+        );
     }
     assert!(flushes >= 3 * 4, "only {flushes} flushes");
     assert!(verifies >= steps / 2);
@@ -208,17 +334,44 @@ fn run(case: Case) {
 
 #[test]
 fn speculative_window_4_drafts_3() {
-    run(Case { l: 4, t_max: 3, steps: 30, p_decode: 0.0, gated: true, bv: 4, hb: 3, seed: 11 });
+    run(Case {
+        l: 4,
+        t_max: 3,
+        steps: 30,
+        p_decode: 0.0,
+        gated: true,
+        bv: 4,
+        hb: 3,
+        seed: 11,
+    });
 }
 
 #[test]
 fn speculative_window_16_drafts_4_one_head_per_program() {
-    run(Case { l: 16, t_max: 4, steps: 40, p_decode: 0.0, gated: false, bv: 8, hb: 1, seed: 12 });
+    run(Case {
+        l: 16,
+        t_max: 4,
+        steps: 40,
+        p_decode: 0.0,
+        gated: false,
+        bv: 8,
+        hb: 1,
+        seed: 12,
+    });
 }
 
 #[test]
 fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
-    run(Case { l: 8, t_max: 8, steps: 40, p_decode: 0.3, gated: true, bv: 8, hb: 3, seed: 13 });
+    run(Case {
+        l: 8,
+        t_max: 8,
+        steps: 40,
+        p_decode: 0.3,
+        gated: true,
+        bv: 8,
+        hb: 3,
+        seed: 13,
+    });
 }
 
 #[test]
@@ -232,14 +385,24 @@ fn spec_baseline_snapshots_every_draft() {
     let mut truth = random_states(&mut rng, shape, n_slots);
     let [a, d, dt_bias] = param_bufs(&s, &params);
     let nst = shape.heads * shape.state_elems();
-    let mut state_host: Vec<f32> = (0..n_slots).flat_map(|sl| truth.slot(sl).iter().map(|&v| v as f32)).collect();
+    let mut state_host: Vec<f32> = (0..n_slots)
+        .flat_map(|sl| truth.slot(sl).iter().map(|&v| v as f32))
+        .collect();
     state_host[..nst].fill(f32::NAN);
     let mut state = buf(&s, &state_host);
     let per_tok = shape.heads * shape.dv;
     for gated in [true, false] {
         let k = mamba2_spec_baseline::Kernel::compile(
             &dev,
-            mamba2_spec_baseline::Config { HEADS: shape.heads, GROUPS: shape.groups, DK: shape.dk, DV: shape.dv, HAS_Z: gated, BV: 4, num_warps: 4 },
+            mamba2_spec_baseline::Config {
+                HEADS: shape.heads,
+                GROUPS: shape.groups,
+                DK: shape.dk,
+                DV: shape.dv,
+                HAS_Z: gated,
+                BV: 4,
+                num_warps: 4,
+            },
         )
         .unwrap();
         for _ in 0..3 {
@@ -253,8 +416,14 @@ fn spec_baseline_snapshots_every_draft() {
                 }
             }
             let live = [true, false, true];
-            let drafts: Vec<Vec<StepInput>> = (0..batch).map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect()).collect();
-            let toks: Vec<Option<&StepInput>> = drafts.iter().zip(&live).flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x))).collect();
+            let drafts: Vec<Vec<StepInput>> = (0..batch)
+                .map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect())
+                .collect();
+            let toks: Vec<Option<&StepInput>> = drafts
+                .iter()
+                .zip(&live)
+                .flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x)))
+                .collect();
             let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &toks));
             let slot_idx = buf(&s, &src.iter().map(|&x| x as i32).collect::<Vec<_>>());
             let snap_idx = buf(&s, &snaps);
@@ -264,8 +433,20 @@ fn spec_baseline_snapshots_every_draft() {
                 &s,
                 (batch as u32, shape.heads as u32, 2),
                 &[
-                    arg(&dt), arg(&x), arg(&b), arg(&c), arg(&z), arg(&a), arg(&d), arg(&dt_bias), arg(&slot_idx),
-                    arg(&snap_idx), arg(&state), arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32),
+                    arg(&dt),
+                    arg(&x),
+                    arg(&b),
+                    arg(&c),
+                    arg(&z),
+                    arg(&a),
+                    arg(&d),
+                    arg(&dt_bias),
+                    arg(&slot_idx),
+                    arg(&snap_idx),
+                    arg(&state),
+                    arg(&out),
+                    ArgValue::I32(batch as i32),
+                    ArgValue::I32(n_slots as i32),
                     ArgValue::I32(n as i32),
                 ],
             );
@@ -283,12 +464,21 @@ fn spec_baseline_snapshots_every_draft() {
                     let sl = snaps[r * n + t] as usize;
                     let g: Vec<f64> = got[sl * nst..(sl + 1) * nst].iter().map(|&v| v as f64).collect();
                     let w = tmp.slot(src[r]);
-                    check_close(&format!("snapshot {t} of row {r}"), &g, w, STATE_RTOL, STATE_ATOL_REL * rms(w));
+                    check_close(
+                        &format!("snapshot {t} of row {r}"),
+                        &g,
+                        w,
+                        STATE_RTOL,
+                        STATE_ATOL_REL * rms(w),
+                    );
                 }
             }
             // The source states are unchanged; accept a random count and move on from there.
             for r in [0usize, 2] {
-                let g: Vec<f64> = got[src[r] * nst..(src[r] + 1) * nst].iter().map(|&v| v as f64).collect();
+                let g: Vec<f64> = got[src[r] * nst..(src[r] + 1) * nst]
+                    .iter()
+                    .map(|&v| v as f64)
+                    .collect();
                 assert_eq!(g, truth.slot(src[r]), "source state of row {r} changed");
             }
             let accepted: Vec<usize> = (0..batch).map(|_| rng.int(1, n)).collect();
@@ -300,7 +490,11 @@ fn spec_baseline_snapshots_every_draft() {
                 let snap: Vec<f32> = h[sl * nst..(sl + 1) * nst].to_vec();
                 h[src[r] * nst..(src[r] + 1) * nst].copy_from_slice(&snap);
                 // Keep truth in the kernel's f32 values so that errors do not compound.
-                truth.slot_mut(src[r]).iter_mut().zip(&snap).for_each(|(t, &v)| *t = v as f64);
+                truth
+                    .slot_mut(src[r])
+                    .iter_mut()
+                    .zip(&snap)
+                    .for_each(|(t, &v)| *t = v as f64);
             }
             state.copy_from_host(&s, &h).unwrap();
         }

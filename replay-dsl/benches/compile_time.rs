@@ -22,11 +22,19 @@ const WARMUP: usize = 5;
 const RUNS: usize = 60;
 
 fn ptr(name: &str, e: Elem) -> Param {
-    Param { name: name.into(), dtype: DType::Ptr(e), divisibility: 16 }
+    Param {
+        name: name.into(),
+        dtype: DType::Ptr(e),
+        divisibility: 16,
+    }
 }
 
 fn val(name: &str, e: Elem) -> Param {
-    Param { name: name.into(), dtype: DType::Val(e), divisibility: 1 }
+    Param {
+        name: name.into(),
+        dtype: DType::Val(e),
+        divisibility: 1,
+    }
 }
 
 fn cx(pairs: &[(&str, usize)]) -> Vec<(String, i64)> {
@@ -34,9 +42,18 @@ fn cx(pairs: &[(&str, usize)]) -> Vec<(String, i64)> {
 }
 
 fn vector_add(block: usize, warps: u32) -> Result<Kernel, CompileError> {
-    let params = vec![ptr("x", Elem::F32), ptr("y", Elem::F32), ptr("out", Elem::F32), val("n", Elem::I32)];
+    let params = vec![
+        ptr("x", Elem::F32),
+        ptr("y", Elem::F32),
+        ptr("out", Elem::F32),
+        val("n", Elem::I32),
+    ];
     trace("vector_add", params, cx(&[("BLOCK", block)]), warps, |a| {
-        let (x, y, out) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]), Tile::<Ptr<f32>>::from_value(a[2]));
+        let (x, y, out) = (
+            Tile::<Ptr<f32>>::from_value(a[0]),
+            Tile::<Ptr<f32>>::from_value(a[1]),
+            Tile::<Ptr<f32>>::from_value(a[2]),
+        );
         let n = Tile::<i32>::from_value(a[3]);
         let offs = program_id(0) * block + arange(block);
         let mask = offs.compare(CmpOp::Lt, n);
@@ -45,7 +62,12 @@ fn vector_add(block: usize, warps: u32) -> Result<Kernel, CompileError> {
 }
 
 fn softmax(block: usize, warps: u32) -> Result<Kernel, CompileError> {
-    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("stride", Elem::I32), val("n", Elem::I32)];
+    let params = vec![
+        ptr("x", Elem::F32),
+        ptr("out", Elem::F32),
+        val("stride", Elem::I32),
+        val("n", Elem::I32),
+    ];
     trace("softmax", params, cx(&[("BLOCK", block)]), warps, |a| {
         let (x, out) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]));
         let (stride, n) = (Tile::<i32>::from_value(a[2]), Tile::<i32>::from_value(a[3]));
@@ -68,7 +90,11 @@ fn rmsnorm(rows: usize, block: usize, warps: u32) -> Result<Kernel, CompileError
         val("eps", Elem::F32),
     ];
     trace("rmsnorm", params, cx(&[("ROWS", rows), ("BLOCK", block)]), warps, |a| {
-        let (x, w, out) = (Tile::<Ptr<f16>>::from_value(a[0]), Tile::<Ptr<f16>>::from_value(a[1]), Tile::<Ptr<f16>>::from_value(a[2]));
+        let (x, w, out) = (
+            Tile::<Ptr<f16>>::from_value(a[0]),
+            Tile::<Ptr<f16>>::from_value(a[1]),
+            Tile::<Ptr<f16>>::from_value(a[2]),
+        );
         let (m, n) = (Tile::<i32>::from_value(a[3]), Tile::<i32>::from_value(a[4]));
         let eps = Tile::<f32>::from_value(a[5]);
         let r = (program_id(0) * rows + arange(rows)).expand_dims(1);
@@ -109,35 +135,61 @@ fn matmul(bm: usize, bn: usize, bk: usize, warps: u32) -> Result<Kernel, Compile
         val("N", Elem::I32),
         val("K", Elem::I32),
     ];
-    trace("matmul", params, cx(&[("BM", bm), ("BN", bn), ("BK", bk)]), warps, |p| {
-        let (a, b) = (Tile::<Ptr<f16>>::from_value(p[0]), Tile::<Ptr<f16>>::from_value(p[1]));
-        let c = Tile::<Ptr<f32>>::from_value(p[2]);
-        let (m, n, k) = (Tile::<i32>::from_value(p[3]), Tile::<i32>::from_value(p[4]), Tile::<i32>::from_value(p[5]));
-        let rm = (program_id(0) * bm + arange(bm)).expand_dims(1); // [BM, 1]
-        let rn = (program_id(1) * bn + arange(bn)).expand_dims(0); // [1, BN]
-        let rk = arange(bk);
-        let acc = for_range(range_step(0, k, bk as i32), zeros::<f32>([bm, bn]), |k0, acc| {
-            let ka = (k0 + rk).expand_dims(0); // [1, BK]
-            let kb = (k0 + rk).expand_dims(1); // [BK, 1]
-            let ta = load(a + (rm * k + ka), rm.compare(CmpOp::Lt, m).and(ka.compare(CmpOp::Lt, k)));
-            let tb = load(b + (kb * n + rn), kb.compare(CmpOp::Lt, k).and(rn.compare(CmpOp::Lt, n)));
-            dot_acc(ta, tb, acc)
-        });
-        store(c + (rm * n + rn), acc, rm.compare(CmpOp::Lt, m).and(rn.compare(CmpOp::Lt, n)));
-    })
+    trace(
+        "matmul",
+        params,
+        cx(&[("BM", bm), ("BN", bn), ("BK", bk)]),
+        warps,
+        |p| {
+            let (a, b) = (Tile::<Ptr<f16>>::from_value(p[0]), Tile::<Ptr<f16>>::from_value(p[1]));
+            let c = Tile::<Ptr<f32>>::from_value(p[2]);
+            let (m, n, k) = (
+                Tile::<i32>::from_value(p[3]),
+                Tile::<i32>::from_value(p[4]),
+                Tile::<i32>::from_value(p[5]),
+            );
+            let rm = (program_id(0) * bm + arange(bm)).expand_dims(1); // [BM, 1]
+            let rn = (program_id(1) * bn + arange(bn)).expand_dims(0); // [1, BN]
+            let rk = arange(bk);
+            let acc = for_range(range_step(0, k, bk as i32), zeros::<f32>([bm, bn]), |k0, acc| {
+                let ka = (k0 + rk).expand_dims(0); // [1, BK]
+                let kb = (k0 + rk).expand_dims(1); // [BK, 1]
+                let ta = load(
+                    a + (rm * k + ka),
+                    rm.compare(CmpOp::Lt, m).and(ka.compare(CmpOp::Lt, k)),
+                );
+                let tb = load(
+                    b + (kb * n + rn),
+                    kb.compare(CmpOp::Lt, k).and(rn.compare(CmpOp::Lt, n)),
+                );
+                dot_acc(ta, tb, acc)
+            });
+            store(
+                c + (rm * n + rn),
+                acc,
+                rm.compare(CmpOp::Lt, m).and(rn.compare(CmpOp::Lt, n)),
+            );
+        },
+    )
 }
 
 fn histogram(block: usize, bins: usize, warps: u32) -> Result<Kernel, CompileError> {
     let params = vec![ptr("x", Elem::I32), ptr("hist", Elem::I32), val("n", Elem::I32)];
-    trace("histogram", params, cx(&[("BLOCK", block), ("BINS", bins)]), warps, |a| {
-        let (x, hist) = (Tile::<Ptr<i32>>::from_value(a[0]), Tile::<Ptr<i32>>::from_value(a[1]));
-        let n = Tile::<i32>::from_value(a[2]);
-        let offs = program_id(0) * block + arange(block);
-        let mask = offs.compare(CmpOp::Lt, n);
-        let v = load(x + offs, mask);
-        let bin = v & (bins as i32 - 1);
-        atomic_add(hist + bin, 1, mask);
-    })
+    trace(
+        "histogram",
+        params,
+        cx(&[("BLOCK", block), ("BINS", bins)]),
+        warps,
+        |a| {
+            let (x, hist) = (Tile::<Ptr<i32>>::from_value(a[0]), Tile::<Ptr<i32>>::from_value(a[1]));
+            let n = Tile::<i32>::from_value(a[2]);
+            let offs = program_id(0) * block + arange(block);
+            let mask = offs.compare(CmpOp::Lt, n);
+            let v = load(x + offs, mask);
+            let bin = v & (bins as i32 - 1);
+            atomic_add(hist + bin, 1, mask);
+        },
+    )
 }
 
 pub struct Config {
@@ -154,14 +206,38 @@ pub fn configs() -> Vec<Config> {
     add("vector_add", "BLOCK=1024 w4".into(), Box::new(|| vector_add(1024, 4)));
     for block in [1024, 4096] {
         for w in [4, 8] {
-            add("softmax", format!("BLOCK={block} w{w}"), Box::new(move || softmax(block, w)));
+            add(
+                "softmax",
+                format!("BLOCK={block} w{w}"),
+                Box::new(move || softmax(block, w)),
+            );
         }
     }
-    add("rmsnorm", "ROWS=4 BLOCK=1024 f16 w4".into(), Box::new(|| rmsnorm(4, 1024, 4)));
-    add("row_cumsum", "BLOCK=1024 w4".into(), Box::new(|| row_scan(1024, 4, false)));
-    add("row_cumprod", "BLOCK=1024 w4".into(), Box::new(|| row_scan(1024, 4, true)));
-    add("matmul", "64x64x32 f16 K-loop w4".into(), Box::new(|| matmul(64, 64, 32, 4)));
-    add("histogram", "BLOCK=1024 BINS=256 w4".into(), Box::new(|| histogram(1024, 256, 4)));
+    add(
+        "rmsnorm",
+        "ROWS=4 BLOCK=1024 f16 w4".into(),
+        Box::new(|| rmsnorm(4, 1024, 4)),
+    );
+    add(
+        "row_cumsum",
+        "BLOCK=1024 w4".into(),
+        Box::new(|| row_scan(1024, 4, false)),
+    );
+    add(
+        "row_cumprod",
+        "BLOCK=1024 w4".into(),
+        Box::new(|| row_scan(1024, 4, true)),
+    );
+    add(
+        "matmul",
+        "64x64x32 f16 K-loop w4".into(),
+        Box::new(|| matmul(64, 64, 32, 4)),
+    );
+    add(
+        "histogram",
+        "BLOCK=1024 BINS=256 w4".into(),
+        Box::new(|| histogram(1024, 256, 4)),
+    );
     v
 }
 
@@ -278,7 +354,10 @@ fn main() {
     }
 
     println!("compile time: trace + passes + PTX, median / min over {RUNS} runs after {WARMUP} warm-up runs");
-    println!("{:<12} {:<26} {:<8} {:>10} {:>8} {:>9} {:>10}", "kernel", "config", "target", "median ms", "min ms", "trace ms", "PTX bytes");
+    println!(
+        "{:<12} {:<26} {:<8} {:>10} {:>8} {:>9} {:>10}",
+        "kernel", "config", "target", "median ms", "min ms", "trace ms", "PTX bytes"
+    );
     let mut over = 0;
     for r in &rows {
         match &r.error {
@@ -295,20 +374,40 @@ fn main() {
                     r.min_ms,
                     r.trace_ms,
                     r.ptx_bytes,
-                    if r.median_ms >= 5.0 { "  (over the 5 ms goal)" } else { "" }
+                    if r.median_ms >= 5.0 {
+                        "  (over the 5 ms goal)"
+                    } else {
+                        ""
+                    }
                 );
             }
             Some(e) => {
                 over += 1;
-                println!("{:<12} {:<26} {:<8} error: {}", r.kernel, r.config, r.target.arch(), e.lines().next().unwrap_or(""));
+                println!(
+                    "{:<12} {:<26} {:<8} error: {}",
+                    r.kernel,
+                    r.config,
+                    r.target.arch(),
+                    e.lines().next().unwrap_or("")
+                );
             }
         }
     }
-    println!("{} of {} configurations within the 5 ms goal", rows.len() - over, rows.len());
+    println!(
+        "{} of {} configurations within the 5 ms goal",
+        rows.len() - over,
+        rows.len()
+    );
 
     let mut json = String::from("{\n");
-    let _ = writeln!(json, "  \"what\": \"trace + passes + PTX (no ptxas, no driver), milliseconds\",");
-    let _ = writeln!(json, "  \"runs\": {RUNS},\n  \"warmup\": {WARMUP},\n  \"goal_ms\": 5.0,\n  \"results\": [");
+    let _ = writeln!(
+        json,
+        "  \"what\": \"trace + passes + PTX (no ptxas, no driver), milliseconds\","
+    );
+    let _ = writeln!(
+        json,
+        "  \"runs\": {RUNS},\n  \"warmup\": {WARMUP},\n  \"goal_ms\": 5.0,\n  \"results\": ["
+    );
     for (i, r) in rows.iter().enumerate() {
         let _ = write!(
             json,

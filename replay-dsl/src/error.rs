@@ -46,6 +46,10 @@ pub struct CompileError {
 impl CompileError {
     /// A new error.
     pub fn new(kernel: impl Into<String>, op: impl Into<String>, kind: ErrorKind) -> Self {
-        CompileError { kernel: kernel.into(), op: op.into(), kind }
+        CompileError {
+            kernel: kernel.into(),
+            op: op.into(),
+            kind,
+        }
     }
 }

@@ -192,7 +192,12 @@ pub fn slice_to_bytes<T: HostElem>(data: &[T]) -> Vec<u8> {
 
 /// Decodes a little-endian byte slice (its length must be a multiple of `T::SIZE`).
 pub fn slice_from_bytes<T: HostElem>(bytes: &[u8]) -> Vec<T> {
-    assert!(bytes.len().is_multiple_of(T::SIZE), "byte length {} is not a multiple of {}", bytes.len(), T::SIZE);
+    assert!(
+        bytes.len().is_multiple_of(T::SIZE),
+        "byte length {} is not a multiple of {}",
+        bytes.len(),
+        T::SIZE
+    );
     bytes.chunks_exact(T::SIZE).map(T::from_bytes).collect()
 }
 
@@ -211,10 +216,30 @@ struct Format {
     saturating: bool,
 }
 
-const F16_FMT: Format = Format { p: 11, emin: -14, max: 65504.0, saturating: false };
-const BF16_FMT: Format = Format { p: 8, emin: -126, max: 3.3895313892515355e38, saturating: false };
-const F32_FMT: Format = Format { p: 24, emin: -126, max: f32::MAX as f64, saturating: false };
-const E4M3_FMT: Format = Format { p: 4, emin: -6, max: 448.0, saturating: true };
+const F16_FMT: Format = Format {
+    p: 11,
+    emin: -14,
+    max: 65504.0,
+    saturating: false,
+};
+const BF16_FMT: Format = Format {
+    p: 8,
+    emin: -126,
+    max: 3.3895313892515355e38,
+    saturating: false,
+};
+const F32_FMT: Format = Format {
+    p: 24,
+    emin: -126,
+    max: f32::MAX as f64,
+    saturating: false,
+};
+const E4M3_FMT: Format = Format {
+    p: 4,
+    emin: -6,
+    max: 448.0,
+    saturating: true,
+};
 
 fn format_of(elem: Elem) -> Option<Format> {
     match elem {
@@ -333,7 +358,11 @@ pub fn stochastic_round(x: f32, r: u32, to: Elem) -> f64 {
     if hi == lo {
         return lo.copysign(x); // saturated (f8e4m3)
     }
-    let p = if hi.is_infinite() { 0.0 } else { ((x.abs() - lo) / (hi - lo) * 4294967296.0).floor() };
+    let p = if hi.is_infinite() {
+        0.0
+    } else {
+        ((x.abs() - lo) / (hi - lo) * 4294967296.0).floor()
+    };
     let m = if (r as f64) < p { hi } else { lo };
     m.copysign(x)
 }

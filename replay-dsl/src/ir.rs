@@ -347,9 +347,9 @@ impl Op {
             Op::Store { ptr, value, mask } => [Some(*ptr), Some(*value), *mask].into_iter().flatten().collect(),
             Op::Reduce { value, .. } | Op::Scan { value, .. } => vec![*value],
             Op::Dot { a, b, acc } => vec![*a, *b, *acc],
-            Op::Atomic { ptr, value, cmp, mask, .. } => {
-                [Some(*ptr), Some(*value), *cmp, *mask].into_iter().flatten().collect()
-            }
+            Op::Atomic {
+                ptr, value, cmp, mask, ..
+            } => [Some(*ptr), Some(*value), *cmp, *mask].into_iter().flatten().collect(),
             Op::For { lo, hi, step, init, .. } => {
                 let mut v = vec![*lo, *hi, *step];
                 v.extend(init);
@@ -369,7 +369,9 @@ impl Op {
     pub fn blocks(&self) -> Vec<&Block> {
         match self {
             Op::For { body, .. } => vec![body],
-            Op::If { then_block, else_block, .. } => vec![then_block, else_block],
+            Op::If {
+                then_block, else_block, ..
+            } => vec![then_block, else_block],
             _ => vec![],
         }
     }
@@ -378,7 +380,9 @@ impl Op {
     pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
         match self {
             Op::For { body, .. } => vec![body],
-            Op::If { then_block, else_block, .. } => vec![then_block, else_block],
+            Op::If {
+                then_block, else_block, ..
+            } => vec![then_block, else_block],
             _ => vec![],
         }
     }
@@ -421,7 +425,9 @@ impl Op {
                 g(b);
                 g(acc)
             }
-            Op::Atomic { ptr, value, cmp, mask, .. } => {
+            Op::Atomic {
+                ptr, value, cmp, mask, ..
+            } => {
                 g(ptr);
                 g(value);
                 cmp.iter_mut().for_each(&mut g);
@@ -487,8 +493,7 @@ pub fn walk_insts<'a>(block: &'a Block, f: &mut impl FnMut(&'a Inst)) {
 
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let params: Vec<String> =
-            self.params.iter().map(|p| format!("{}: {}", p.name, p.dtype)).collect();
+        let params: Vec<String> = self.params.iter().map(|p| format!("{}: {}", p.name, p.dtype)).collect();
         let consts: Vec<String> = self.constexprs.iter().map(|(k, v)| format!("{k}={v}")).collect();
         writeln!(
             f,
@@ -509,8 +514,11 @@ impl Kernel {
         for inst in &block.insts {
             write!(f, "{pad}")?;
             if !inst.results.is_empty() {
-                let rs: Vec<String> =
-                    inst.results.iter().map(|r| format!("%{}: {}", r.0, self.ty(*r))).collect();
+                let rs: Vec<String> = inst
+                    .results
+                    .iter()
+                    .map(|r| format!("%{}: {}", r.0, self.ty(*r)))
+                    .collect();
                 write!(f, "{} = ", rs.join(", "))?;
             }
             write!(f, "{}", inst.op.mnemonic())?;

@@ -16,15 +16,14 @@ pub use types::{DType, Elem, Ty};
 pub mod prelude {
     pub use crate::front::control::{for_range, range, range_step, Carry, Cond};
     pub use crate::front::ops::{
-        abs, arange, atomic_add, atomic_cas, atomic_max, cumprod, cumsum, dot, dot_acc, exp, exp2, load,
-        load_or, log, log2, max, max_all, maximum, min, min_all, minimum, num_programs, program_id, rsqrt,
-        select, sigmoid, silu, softplus, sqrt, static_assert, store, sum, sum_all, tanh, Compare, Logic,
-        MaskArg,
+        abs, arange, atomic_add, atomic_cas, atomic_max, cumprod, cumsum, dot, dot_acc, exp, exp2, load, load_or, log,
+        log2, max, max_all, maximum, min, min_all, minimum, num_programs, program_id, rsqrt, select, sigmoid, silu,
+        softplus, sqrt, static_assert, store, sum, sum_all, tanh, Compare, Logic, MaskArg,
     };
     pub use crate::front::tile::{constant, full, zeros, Element, Float, Int, Num, Operand, Ptr, Scalar, Tile};
     pub use float8::F8E4M3;
-    pub use replay_macros::kernel;
     pub use half::{bf16, f16};
+    pub use replay_macros::kernel;
 }
 pub mod spec;
 pub use spec::{ConfigValues, KernelDef, KernelEntry, ParamSpec, Specialization};

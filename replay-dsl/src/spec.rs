@@ -42,7 +42,10 @@ impl Specialization {
     /// by 16, else 1 (`None` for pointers and non-integers).
     pub fn from_ints(args: &[Option<i64>]) -> Specialization {
         Specialization {
-            divisibility: args.iter().map(|a| if a.is_some_and(|x| x % 16 == 0) { 16 } else { 1 }).collect(),
+            divisibility: args
+                .iter()
+                .map(|a| if a.is_some_and(|x| x % 16 == 0) { 16 } else { 1 })
+                .collect(),
         }
     }
 }

@@ -132,11 +132,17 @@ pub struct Ty {
 impl Ty {
     /// A tile type.
     pub fn new(dtype: DType, shape: impl Into<Shape>) -> Ty {
-        Ty { dtype, shape: shape.into() }
+        Ty {
+            dtype,
+            shape: shape.into(),
+        }
     }
     /// A scalar (rank-0) type.
     pub fn scalar(dtype: DType) -> Ty {
-        Ty { dtype, shape: Vec::new() }
+        Ty {
+            dtype,
+            shape: Vec::new(),
+        }
     }
     /// Number of elements.
     pub fn numel(&self) -> usize {
@@ -148,7 +154,10 @@ impl Ty {
     }
     /// The same shape with another element type.
     pub fn with_dtype(&self, dtype: DType) -> Ty {
-        Ty { dtype, shape: self.shape.clone() }
+        Ty {
+            dtype,
+            shape: self.shape.clone(),
+        }
     }
 }
 

@@ -14,8 +14,15 @@ fn ptxas() -> &'static PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-        let out = Command::new("bash").arg(root.join("scripts/install-ptxas.sh")).output().expect("run install-ptxas.sh");
-        assert!(out.status.success(), "install-ptxas.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("bash")
+            .arg(root.join("scripts/install-ptxas.sh"))
+            .output()
+            .expect("run install-ptxas.sh");
+        assert!(
+            out.status.success(),
+            "install-ptxas.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
     })
 }
@@ -30,23 +37,53 @@ fn check(k: &Kernel) -> Vec<Compiled> {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{}_{}.ptx", c.entry, target.arch()));
         std::fs::write(&path, &c.ptx).unwrap();
-        let res = Command::new(ptxas()).args(["-arch", target.arch(), "-v", "-o", "/dev/null"]).arg(&path).output().unwrap();
+        let res = Command::new(ptxas())
+            .args(["-arch", target.arch(), "-v", "-o", "/dev/null"])
+            .arg(&path)
+            .output()
+            .unwrap();
         let log = String::from_utf8_lossy(&res.stderr).to_string() + &String::from_utf8_lossy(&res.stdout);
-        assert!(res.status.success(), "ptxas failed for {} on {}:\n{log}\n{}", c.entry, target.arch(), numbered(&c.ptx));
-        assert!(log.contains("0 bytes spill stores, 0 bytes spill loads"), "spills in {}:\n{log}", c.entry);
-        let regs = log.split("Used ").nth(1).and_then(|s| s.split(' ').next()).unwrap_or("?");
-        println!("{} {}: {regs} registers, {} bytes smem", c.entry, target.arch(), c.shared_bytes);
+        assert!(
+            res.status.success(),
+            "ptxas failed for {} on {}:\n{log}\n{}",
+            c.entry,
+            target.arch(),
+            numbered(&c.ptx)
+        );
+        assert!(
+            log.contains("0 bytes spill stores, 0 bytes spill loads"),
+            "spills in {}:\n{log}",
+            c.entry
+        );
+        let regs = log
+            .split("Used ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .unwrap_or("?");
+        println!(
+            "{} {}: {regs} registers, {} bytes smem",
+            c.entry,
+            target.arch(),
+            c.shared_bytes
+        );
         out.push(c);
     }
     out
 }
 
 fn numbered(s: &str) -> String {
-    s.lines().enumerate().map(|(i, l)| format!("{:5} {l}\n", i + 1)).collect()
+    s.lines()
+        .enumerate()
+        .map(|(i, l)| format!("{:5} {l}\n", i + 1))
+        .collect()
 }
 
 fn param(name: &str, dtype: DType, divisibility: u32) -> Param {
-    Param { name: name.into(), dtype, divisibility }
+    Param {
+        name: name.into(),
+        dtype,
+        divisibility,
+    }
 }
 fn ptr(name: &str, e: Elem) -> Param {
     param(name, DType::Ptr(e), 16)
@@ -56,14 +93,29 @@ fn int(name: &str, div: u32) -> Param {
 }
 
 fn vector_add(div: u32, warps: u32) -> Kernel {
-    trace("add", vec![ptr("x", Elem::F32), ptr("y", Elem::F32), ptr("out", Elem::F32), int("n", div)], vec![("BLOCK".into(), 1024)], warps, |a| {
-        let (x, y, o) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]), Tile::<Ptr<f32>>::from_value(a[2]));
-        let n = Tile::<i32>::from_value(a[3]);
-        let offs = program_id(0) * 1024 + arange(1024);
-        let mask = offs.compare(CmpOp::Lt, n);
-        let s = load(x + offs, mask) + load(y + offs, mask);
-        store(o + offs, s, mask);
-    })
+    trace(
+        "add",
+        vec![
+            ptr("x", Elem::F32),
+            ptr("y", Elem::F32),
+            ptr("out", Elem::F32),
+            int("n", div),
+        ],
+        vec![("BLOCK".into(), 1024)],
+        warps,
+        |a| {
+            let (x, y, o) = (
+                Tile::<Ptr<f32>>::from_value(a[0]),
+                Tile::<Ptr<f32>>::from_value(a[1]),
+                Tile::<Ptr<f32>>::from_value(a[2]),
+            );
+            let n = Tile::<i32>::from_value(a[3]);
+            let offs = program_id(0) * 1024 + arange(1024);
+            let mask = offs.compare(CmpOp::Lt, n);
+            let s = load(x + offs, mask) + load(y + offs, mask);
+            store(o + offs, s, mask);
+        },
+    )
     .unwrap()
 }
 
@@ -71,7 +123,10 @@ fn vector_add(div: u32, warps: u32) -> Kernel {
 fn vector_add_masked_tail() {
     for warps in [1, 4, 8] {
         let c = check(&vector_add(1, warps));
-        assert!(!c[0].ptx.contains("ld.global.v4.f32"), "n not divisible: no vector loads");
+        assert!(
+            !c[0].ptx.contains("ld.global.v4.f32"),
+            "n not divisible: no vector loads"
+        );
         let c = check(&vector_add(16, warps));
         assert!(c[0].ptx.contains("ld.global.v4.f32"), "{}", c[0].ptx);
         assert!(c[0].ptx.contains("st.global.v4.f32"));
@@ -79,16 +134,22 @@ fn vector_add_masked_tail() {
 }
 
 fn row_softmax(block: usize, warps: u32) -> Kernel {
-    trace("softmax", vec![ptr("x", Elem::F32), ptr("out", Elem::F32), int("n", 1)], vec![("BLOCK".into(), block as i64)], warps, |a| {
-        let (x, o) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]));
-        let n = Tile::<i32>::from_value(a[2]);
-        let cols = arange(block);
-        let mask = cols.compare(CmpOp::Lt, n);
-        let row = program_id(0) * n;
-        let v = load_or(x + row + cols, mask, f32::NEG_INFINITY);
-        let e = exp(v - max(v, 0));
-        store(o + row + cols, e / sum(e, 0), mask);
-    })
+    trace(
+        "softmax",
+        vec![ptr("x", Elem::F32), ptr("out", Elem::F32), int("n", 1)],
+        vec![("BLOCK".into(), block as i64)],
+        warps,
+        |a| {
+            let (x, o) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]));
+            let n = Tile::<i32>::from_value(a[2]);
+            let cols = arange(block);
+            let mask = cols.compare(CmpOp::Lt, n);
+            let row = program_id(0) * n;
+            let v = load_or(x + row + cols, mask, f32::NEG_INFINITY);
+            let e = exp(v - max(v, 0));
+            store(o + row + cols, e / sum(e, 0), mask);
+        },
+    )
     .unwrap()
 }
 
@@ -97,24 +158,42 @@ fn softmax_rows() {
     for (block, warps) in [(1024, 4), (128, 1), (4096, 8), (32, 4)] {
         let c = check(&row_softmax(block, warps));
         let layout = c[0].stage("layout").unwrap();
-        assert!(!layout.contains("convert"), "softmax needs no layout conversion:\n{layout}");
+        assert!(
+            !layout.contains("convert"),
+            "softmax needs no layout conversion:\n{layout}"
+        );
     }
 }
 
 /// RMSNorm over a [ROWS, N] tile: y = x * rsqrt(mean(x²) + eps) * w.
 fn rmsnorm(rows: usize, n: usize, warps: u32) -> Kernel {
-    trace("rmsnorm", vec![ptr("x", Elem::F32), ptr("w", Elem::F32), ptr("y", Elem::F32), int("stride", 16)], vec![("ROWS".into(), rows as i64), ("N".into(), n as i64)], warps, |a| {
-        let (x, w, y) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]), Tile::<Ptr<f32>>::from_value(a[2]));
-        let stride = Tile::<i32>::from_value(a[3]);
-        let r = program_id(0) * rows + arange(rows);
-        let c = arange(n);
-        let offs = (r * stride).expand_dims(1) + c.expand_dims(0);
-        let xv = load(x + offs, true);
-        let ms = sum(xv * xv, 1) / (n as f32);
-        let inv = rsqrt(ms + 1e-6f32);
-        let wv = load(w + c, true);
-        store(y + offs, xv * inv.expand_dims(1) * wv.expand_dims(0), true);
-    })
+    trace(
+        "rmsnorm",
+        vec![
+            ptr("x", Elem::F32),
+            ptr("w", Elem::F32),
+            ptr("y", Elem::F32),
+            int("stride", 16),
+        ],
+        vec![("ROWS".into(), rows as i64), ("N".into(), n as i64)],
+        warps,
+        |a| {
+            let (x, w, y) = (
+                Tile::<Ptr<f32>>::from_value(a[0]),
+                Tile::<Ptr<f32>>::from_value(a[1]),
+                Tile::<Ptr<f32>>::from_value(a[2]),
+            );
+            let stride = Tile::<i32>::from_value(a[3]);
+            let r = program_id(0) * rows + arange(rows);
+            let c = arange(n);
+            let offs = (r * stride).expand_dims(1) + c.expand_dims(0);
+            let xv = load(x + offs, true);
+            let ms = sum(xv * xv, 1) / (n as f32);
+            let inv = rsqrt(ms + 1e-6f32);
+            let wv = load(w + c, true);
+            store(y + offs, xv * inv.expand_dims(1) * wv.expand_dims(0), true);
+        },
+    )
     .unwrap()
 }
 
@@ -123,7 +202,10 @@ fn rmsnorm_2d() {
     for (rows, n, warps) in [(4, 256, 4), (16, 64, 4), (2, 1024, 8), (8, 32, 1)] {
         let c = check(&rmsnorm(rows, n, warps));
         let layout = c[0].stage("layout").unwrap();
-        assert!(!layout.contains("convert"), "rmsnorm needs no layout conversion:\n{layout}");
+        assert!(
+            !layout.contains("convert"),
+            "rmsnorm needs no layout conversion:\n{layout}"
+        );
         assert!(c[0].ptx.contains("shfl.sync.bfly"));
     }
 }
@@ -131,16 +213,28 @@ fn rmsnorm_2d() {
 /// `sum(x * q[None, :], 1)` and the outer product `v[:, None] * k[None, :]`.
 #[test]
 fn matvec_and_outer_product() {
-    let k = trace("matvec", vec![ptr("x", Elem::F32), ptr("q", Elem::F32), ptr("v", Elem::F32), ptr("out", Elem::F32), ptr("outer", Elem::F32)], vec![], 4, |a| {
-        let t = |i: usize| Tile::<Ptr<f32>>::from_value(a[i]);
-        let (r, c) = (arange(32), arange(64));
-        let offs = (r * 64).expand_dims(1) + c.expand_dims(0);
-        let xv = load(t(0) + offs, true);
-        let qv = load(t(1) + c, true);
-        store(t(3) + r, sum(xv * qv.expand_dims(0), 1), true);
-        let vv = load(t(2) + r, true);
-        store(t(4) + offs, vv.expand_dims(1) * qv.expand_dims(0), true);
-    })
+    let k = trace(
+        "matvec",
+        vec![
+            ptr("x", Elem::F32),
+            ptr("q", Elem::F32),
+            ptr("v", Elem::F32),
+            ptr("out", Elem::F32),
+            ptr("outer", Elem::F32),
+        ],
+        vec![],
+        4,
+        |a| {
+            let t = |i: usize| Tile::<Ptr<f32>>::from_value(a[i]);
+            let (r, c) = (arange(32), arange(64));
+            let offs = (r * 64).expand_dims(1) + c.expand_dims(0);
+            let xv = load(t(0) + offs, true);
+            let qv = load(t(1) + c, true);
+            store(t(3) + r, sum(xv * qv.expand_dims(0), 1), true);
+            let vv = load(t(2) + r, true);
+            store(t(4) + offs, vv.expand_dims(1) * qv.expand_dims(0), true);
+        },
+    )
     .unwrap();
     let c = check(&k);
     println!("{}", c[0].stage("layout").unwrap());
@@ -148,14 +242,33 @@ fn matvec_and_outer_product() {
 
 fn scan_kernel(axis: usize, prod: bool, rows: usize, cols: usize, warps: u32) -> Kernel {
     let name = if prod { "cumprod" } else { "cumsum" };
-    trace(name, vec![ptr("x", Elem::F32), ptr("y", Elem::F32), ptr("xi", Elem::I32), ptr("yi", Elem::I32)], vec![("AXIS".into(), axis as i64), ("R".into(), rows as i64), ("C".into(), cols as i64)], warps, |a| {
-        let offs = (arange(rows) * cols).expand_dims(1) + arange(cols).expand_dims(0);
-        let x = load(Tile::<Ptr<f32>>::from_value(a[0]) + offs, true);
-        let xi = load(Tile::<Ptr<i32>>::from_value(a[2]) + offs, true);
-        let (y, yi) = if prod { (cumprod(x, axis), cumprod(xi, axis)) } else { (cumsum(x, axis), cumsum(xi, axis)) };
-        store(Tile::<Ptr<f32>>::from_value(a[1]) + offs, y, true);
-        store(Tile::<Ptr<i32>>::from_value(a[3]) + offs, yi, true);
-    })
+    trace(
+        name,
+        vec![
+            ptr("x", Elem::F32),
+            ptr("y", Elem::F32),
+            ptr("xi", Elem::I32),
+            ptr("yi", Elem::I32),
+        ],
+        vec![
+            ("AXIS".into(), axis as i64),
+            ("R".into(), rows as i64),
+            ("C".into(), cols as i64),
+        ],
+        warps,
+        |a| {
+            let offs = (arange(rows) * cols).expand_dims(1) + arange(cols).expand_dims(0);
+            let x = load(Tile::<Ptr<f32>>::from_value(a[0]) + offs, true);
+            let xi = load(Tile::<Ptr<i32>>::from_value(a[2]) + offs, true);
+            let (y, yi) = if prod {
+                (cumprod(x, axis), cumprod(xi, axis))
+            } else {
+                (cumsum(x, axis), cumsum(xi, axis))
+            };
+            store(Tile::<Ptr<f32>>::from_value(a[1]) + offs, y, true);
+            store(Tile::<Ptr<i32>>::from_value(a[3]) + offs, yi, true);
+        },
+    )
     .unwrap()
 }
 
@@ -169,45 +282,81 @@ fn scans_both_axes() {
         }
     }
     // 1-D cumsum over a long row.
-    let k = trace("cumsum1d", vec![ptr("x", Elem::F32), ptr("y", Elem::F32)], vec![], 4, |a| {
-        let c = arange(2048);
-        store(Tile::<Ptr<f32>>::from_value(a[1]) + c, cumsum(load(Tile::<Ptr<f32>>::from_value(a[0]) + c, true), 0), true);
-    })
+    let k = trace(
+        "cumsum1d",
+        vec![ptr("x", Elem::F32), ptr("y", Elem::F32)],
+        vec![],
+        4,
+        |a| {
+            let c = arange(2048);
+            store(
+                Tile::<Ptr<f32>>::from_value(a[1]) + c,
+                cumsum(load(Tile::<Ptr<f32>>::from_value(a[0]) + c, true), 0),
+                true,
+            );
+        },
+    )
     .unwrap();
     check(&k);
 }
 
 fn matmul(bm: usize, bn: usize, bk: usize, warps: u32, half_inputs: bool) -> Kernel {
     let e = if half_inputs { Elem::F16 } else { Elem::F32 };
-    trace("matmul", vec![ptr("a", e), ptr("b", e), ptr("c", Elem::F32), int("M", 16), int("N", 16), int("K", 16)], vec![("BM".into(), bm as i64), ("BN".into(), bn as i64), ("BK".into(), bk as i64)], warps, |p| {
-        let (m, n, kk) = (Tile::<i32>::from_value(p[3]), Tile::<i32>::from_value(p[4]), Tile::<i32>::from_value(p[5]));
-        let rm = program_id(0) * bm + arange(bm);
-        let rn = program_id(1) * bn + arange(bn);
-        let rk = arange(bk);
-        let acc = zeros::<f32>([bm, bn]);
-        let acc = for_range(range_step(0, kk, bk as i32), acc, |k0, acc| {
-            let a_offs = (rm * kk).expand_dims(1) + (rk + k0).expand_dims(0);
-            let b_offs = ((rk + k0) * n).expand_dims(1) + rn.expand_dims(0);
-            if half_inputs {
-                let a = load(Tile::<Ptr<f16>>::from_value(p[0]) + a_offs, true);
-                let b = load(Tile::<Ptr<f16>>::from_value(p[1]) + b_offs, true);
-                dot_acc(a, b, acc)
-            } else {
-                let a = load(Tile::<Ptr<f32>>::from_value(p[0]) + a_offs, true);
-                let b = load(Tile::<Ptr<f32>>::from_value(p[1]) + b_offs, true);
-                dot_acc(a, b, acc)
-            }
-        });
-        let c_offs = (rm * n).expand_dims(1) + rn.expand_dims(0);
-        let mask = rm.expand_dims(1).compare(CmpOp::Lt, m) & rn.expand_dims(0).compare(CmpOp::Lt, n);
-        store(Tile::<Ptr<f32>>::from_value(p[2]) + c_offs, acc, mask);
-    })
+    trace(
+        "matmul",
+        vec![
+            ptr("a", e),
+            ptr("b", e),
+            ptr("c", Elem::F32),
+            int("M", 16),
+            int("N", 16),
+            int("K", 16),
+        ],
+        vec![
+            ("BM".into(), bm as i64),
+            ("BN".into(), bn as i64),
+            ("BK".into(), bk as i64),
+        ],
+        warps,
+        |p| {
+            let (m, n, kk) = (
+                Tile::<i32>::from_value(p[3]),
+                Tile::<i32>::from_value(p[4]),
+                Tile::<i32>::from_value(p[5]),
+            );
+            let rm = program_id(0) * bm + arange(bm);
+            let rn = program_id(1) * bn + arange(bn);
+            let rk = arange(bk);
+            let acc = zeros::<f32>([bm, bn]);
+            let acc = for_range(range_step(0, kk, bk as i32), acc, |k0, acc| {
+                let a_offs = (rm * kk).expand_dims(1) + (rk + k0).expand_dims(0);
+                let b_offs = ((rk + k0) * n).expand_dims(1) + rn.expand_dims(0);
+                if half_inputs {
+                    let a = load(Tile::<Ptr<f16>>::from_value(p[0]) + a_offs, true);
+                    let b = load(Tile::<Ptr<f16>>::from_value(p[1]) + b_offs, true);
+                    dot_acc(a, b, acc)
+                } else {
+                    let a = load(Tile::<Ptr<f32>>::from_value(p[0]) + a_offs, true);
+                    let b = load(Tile::<Ptr<f32>>::from_value(p[1]) + b_offs, true);
+                    dot_acc(a, b, acc)
+                }
+            });
+            let c_offs = (rm * n).expand_dims(1) + rn.expand_dims(0);
+            let mask = rm.expand_dims(1).compare(CmpOp::Lt, m) & rn.expand_dims(0).compare(CmpOp::Lt, n);
+            store(Tile::<Ptr<f32>>::from_value(p[2]) + c_offs, acc, mask);
+        },
+    )
     .unwrap()
 }
 
 #[test]
 fn matmul_dot_in_loop() {
-    for (bm, bn, bk, w, h) in [(64, 64, 32, 4, false), (32, 32, 16, 4, true), (64, 64, 16, 8, true), (16, 16, 8, 1, false)] {
+    for (bm, bn, bk, w, h) in [
+        (64, 64, 32, 4, false),
+        (32, 32, 16, 4, true),
+        (64, 64, 16, 8, true),
+        (16, 16, 8, 1, false),
+    ] {
         let c = check(&matmul(bm, bn, bk, w, h));
         assert!(c[0].ptx.contains("fma.rn.f32"));
     }
@@ -216,28 +365,48 @@ fn matmul_dot_in_loop() {
 #[test]
 fn atomics() {
     for warps in [1, 4] {
-        let k = trace("atomics", vec![ptr("bins", Elem::I32), ptr("hist", Elem::I32), ptr("mx", Elem::I32), ptr("f", Elem::F32), ptr("l", Elem::I64), ptr("old", Elem::I32), int("n", 1)], vec![], warps, |a| {
-            let n = Tile::<i32>::from_value(a[6]);
-            let offs = program_id(0) * 256 + arange(256);
-            let mask = offs.compare(CmpOp::Lt, n);
-            let bins = load(Tile::<Ptr<i32>>::from_value(a[0]) + offs, mask);
-            // Histogram (result unused), max and CAS (results used).
-            atomic_add(Tile::<Ptr<i32>>::from_value(a[1]) + bins, 1i32, mask);
-            let m = atomic_max(Tile::<Ptr<i32>>::from_value(a[2]) + bins, offs, mask);
-            let old = atomic_cas(Tile::<Ptr<i32>>::from_value(a[2]) + bins, m, offs + 1, mask);
-            store(Tile::<Ptr<i32>>::from_value(a[5]) + offs, old, mask);
-            atomic_add(Tile::<Ptr<f32>>::from_value(a[3]) + bins, bins.cast::<f32>(), mask);
-            atomic_add(Tile::<Ptr<i64>>::from_value(a[4]) + bins, bins.cast::<i64>(), mask);
-            // A small tile (replicated over the CTA) and a scalar atomic whose result is used.
-            let few = arange(8);
-            let o8 = atomic_add(Tile::<Ptr<i32>>::from_value(a[1]) + few, few, true);
-            store(Tile::<Ptr<i32>>::from_value(a[5]) + few, o8, true);
-            let s = atomic_add(Tile::<Ptr<i32>>::from_value(a[1]), 1i32, true);
-            store(Tile::<Ptr<i32>>::from_value(a[5]), s, true);
-        })
+        let k = trace(
+            "atomics",
+            vec![
+                ptr("bins", Elem::I32),
+                ptr("hist", Elem::I32),
+                ptr("mx", Elem::I32),
+                ptr("f", Elem::F32),
+                ptr("l", Elem::I64),
+                ptr("old", Elem::I32),
+                int("n", 1),
+            ],
+            vec![],
+            warps,
+            |a| {
+                let n = Tile::<i32>::from_value(a[6]);
+                let offs = program_id(0) * 256 + arange(256);
+                let mask = offs.compare(CmpOp::Lt, n);
+                let bins = load(Tile::<Ptr<i32>>::from_value(a[0]) + offs, mask);
+                // Histogram (result unused), max and CAS (results used).
+                atomic_add(Tile::<Ptr<i32>>::from_value(a[1]) + bins, 1i32, mask);
+                let m = atomic_max(Tile::<Ptr<i32>>::from_value(a[2]) + bins, offs, mask);
+                let old = atomic_cas(Tile::<Ptr<i32>>::from_value(a[2]) + bins, m, offs + 1, mask);
+                store(Tile::<Ptr<i32>>::from_value(a[5]) + offs, old, mask);
+                atomic_add(Tile::<Ptr<f32>>::from_value(a[3]) + bins, bins.cast::<f32>(), mask);
+                atomic_add(Tile::<Ptr<i64>>::from_value(a[4]) + bins, bins.cast::<i64>(), mask);
+                // A small tile (replicated over the CTA) and a scalar atomic whose result is used.
+                let few = arange(8);
+                let o8 = atomic_add(Tile::<Ptr<i32>>::from_value(a[1]) + few, few, true);
+                store(Tile::<Ptr<i32>>::from_value(a[5]) + few, o8, true);
+                let s = atomic_add(Tile::<Ptr<i32>>::from_value(a[1]), 1i32, true);
+                store(Tile::<Ptr<i32>>::from_value(a[5]), s, true);
+            },
+        )
         .unwrap();
         let c = check(&k);
-        for needle in ["atom.global.add.s32", "atom.global.max.s32", "atom.global.cas.b32", "atom.global.add.f32", "atom.global.add.u64"] {
+        for needle in [
+            "atom.global.add.s32",
+            "atom.global.max.s32",
+            "atom.global.cas.b32",
+            "atom.global.add.f32",
+            "atom.global.add.u64",
+        ] {
             assert!(c[0].ptx.contains(needle), "{needle}");
         }
     }
@@ -250,8 +419,27 @@ use replay_dsl::ir::Value;
 
 #[test]
 fn casts_all_pairs_and_stochastic() {
-    let elems = [Elem::Bool, Elem::I32, Elem::I64, Elem::U32, Elem::F16, Elem::BF16, Elem::F32, Elem::F8E4M3];
-    let params: Vec<Param> = elems.iter().map(|e| ptr(e.name(), *e)).chain([ptr("out", Elem::F32), ptr("bits", Elem::U32), ptr("h", Elem::F16), ptr("bh", Elem::BF16), ptr("q", Elem::F8E4M3)]).collect();
+    let elems = [
+        Elem::Bool,
+        Elem::I32,
+        Elem::I64,
+        Elem::U32,
+        Elem::F16,
+        Elem::BF16,
+        Elem::F32,
+        Elem::F8E4M3,
+    ];
+    let params: Vec<Param> = elems
+        .iter()
+        .map(|e| ptr(e.name(), *e))
+        .chain([
+            ptr("out", Elem::F32),
+            ptr("bits", Elem::U32),
+            ptr("h", Elem::F16),
+            ptr("bh", Elem::BF16),
+            ptr("q", Elem::F8E4M3),
+        ])
+        .collect();
     let k = trace("casts", params, vec![], 4, |a| {
         let offs = arange(256);
         // Load every type, cast it to every type and back to f32, and sum everything.
@@ -259,8 +447,14 @@ fn casts_all_pairs_and_stochastic() {
             ($t:ty, $i:expr) => {{
                 let x = load(typed::<$t>(a[$i]) + offs, true);
                 let mut acc = x.cast::<f32>();
-                acc = acc + x.cast::<bool>().cast::<f32>() + x.cast::<i32>().cast::<f32>() + x.cast::<i64>().cast::<f32>();
-                acc = acc + x.cast::<u32>().cast::<f32>() + x.cast::<f16>().cast::<f32>() + x.cast::<bf16>().cast::<f32>();
+                acc = acc
+                    + x.cast::<bool>().cast::<f32>()
+                    + x.cast::<i32>().cast::<f32>()
+                    + x.cast::<i64>().cast::<f32>();
+                acc = acc
+                    + x.cast::<u32>().cast::<f32>()
+                    + x.cast::<f16>().cast::<f32>()
+                    + x.cast::<bf16>().cast::<f32>();
                 acc + x.cast::<F8E4M3>().cast::<f32>()
             }};
         }
@@ -270,7 +464,11 @@ fn casts_all_pairs_and_stochastic() {
         let bits = load(typed::<u32>(a[9]) + offs, true);
         store(typed::<f16>(a[10]) + offs, total.cast_stochastic::<f16>(bits), true);
         store(typed::<bf16>(a[11]) + offs, total.cast_stochastic::<bf16>(bits), true);
-        store(typed::<F8E4M3>(a[12]) + offs, total.cast_stochastic::<F8E4M3>(bits), true);
+        store(
+            typed::<F8E4M3>(a[12]) + offs,
+            total.cast_stochastic::<F8E4M3>(bits),
+            true,
+        );
         store(typed::<f32>(a[8]) + offs, total, true);
         // Stores of narrow types.
         store(typed::<bool>(a[0]) + offs, total.compare(CmpOp::Gt, 0.0f32), true);
@@ -280,46 +478,78 @@ fn casts_all_pairs_and_stochastic() {
     let c = check(&k);
     assert!(!c[0].ptx.contains("cvt.rs"), "sm_90a uses the software algorithm");
     assert!(c[0].ptx.contains(".version 8.0"));
-    assert!(c[1].ptx.contains("cvt.rs.f16x2.f32") && c[1].ptx.contains("cvt.rs.bf16x2.f32") && c[1].ptx.contains("cvt.rs.satfinite.e4m3x4.f32"));
+    assert!(
+        c[1].ptx.contains("cvt.rs.f16x2.f32")
+            && c[1].ptx.contains("cvt.rs.bf16x2.f32")
+            && c[1].ptx.contains("cvt.rs.satfinite.e4m3x4.f32")
+    );
     assert!(c[1].ptx.contains(".version 8.7"));
     assert!(c[0].ptx.contains("cvt.rn.satfinite.e4m3x2.f32") && c[0].ptx.contains("cvt.rn.f16x2.e4m3x2"));
 }
 
 #[test]
 fn every_unary_binary_and_cmp_op() {
-    let k = trace("ops", vec![ptr("x", Elem::F32), ptr("y", Elem::F32), ptr("i", Elem::I32), ptr("u", Elem::U32), ptr("l", Elem::I64), ptr("h", Elem::F16), ptr("out", Elem::F32), ptr("oi", Elem::I32), ptr("ou", Elem::U32), ptr("ol", Elem::I64), ptr("ob", Elem::Bool)], vec![], 4, |a| {
-        let offs = arange(128);
-        let x = load(typed::<f32>(a[0]) + offs, true);
-        let y = load(typed::<f32>(a[1]) + offs, true);
-        let mut f = -x + abs(y) + exp(x) + exp2(y) + log(x) + log2(y) + sqrt(x) + rsqrt(y);
-        f = f + softplus(x) + sigmoid(y) + silu(x) + tanh(y);
-        f = f + (x - y) * (x / y) + minimum(x, y) + maximum(x, y);
-        let h = load(typed::<f16>(a[5]) + offs, true);
-        let h2 = exp(h) * h + tanh(h) - h / (h + 1.0f32) + minimum(h, h);
-        f += h2.cast::<f32>();
-        store(typed::<f32>(a[6]) + offs, f, true);
-        macro_rules! int_ops {
-            ($t:ty, $src:expr, $dst:expr) => {{
-                let i = load(typed::<$t>(a[$src]) + offs, true);
-                let j = i + offs.cast::<$t>();
-                let mut r = -i + abs(j) + !i + (i - j) * j + i / (j | constant::<$t>(1 as $t)) + i % (j | constant::<$t>(1 as $t));
-                r = r + minimum(i, j) + maximum(i, j) + (i & j) + (i | j) + (i ^ j) + (i << j) + (i >> j);
-                store(typed::<$t>(a[$dst]) + offs, r, true);
-                i
-            }};
-        }
-        let i = int_ops!(i32, 2, 7);
-        let u = int_ops!(u32, 3, 8);
-        let l = int_ops!(i64, 4, 9);
-        let mut b = x.compare(CmpOp::Eq, y) ^ x.compare(CmpOp::Ne, y);
-        for op in [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge] {
-            b = b | x.compare(op, y) | i.compare(op, offs) | u.compare(op, 7u32) | l.compare(op, 3i64) | h.compare(op, h2);
-            b = b & !(b.compare(op, x.compare(CmpOp::Lt, 0.0f32)));
-        }
-        let s = select(b, x, y);
-        store(typed::<f32>(a[6]) + offs + 128, s, b);
-        store(typed::<bool>(a[10]) + offs, b & select(b, b, !b), true);
-    })
+    let k = trace(
+        "ops",
+        vec![
+            ptr("x", Elem::F32),
+            ptr("y", Elem::F32),
+            ptr("i", Elem::I32),
+            ptr("u", Elem::U32),
+            ptr("l", Elem::I64),
+            ptr("h", Elem::F16),
+            ptr("out", Elem::F32),
+            ptr("oi", Elem::I32),
+            ptr("ou", Elem::U32),
+            ptr("ol", Elem::I64),
+            ptr("ob", Elem::Bool),
+        ],
+        vec![],
+        4,
+        |a| {
+            let offs = arange(128);
+            let x = load(typed::<f32>(a[0]) + offs, true);
+            let y = load(typed::<f32>(a[1]) + offs, true);
+            let mut f = -x + abs(y) + exp(x) + exp2(y) + log(x) + log2(y) + sqrt(x) + rsqrt(y);
+            f = f + softplus(x) + sigmoid(y) + silu(x) + tanh(y);
+            f = f + (x - y) * (x / y) + minimum(x, y) + maximum(x, y);
+            let h = load(typed::<f16>(a[5]) + offs, true);
+            let h2 = exp(h) * h + tanh(h) - h / (h + 1.0f32) + minimum(h, h);
+            f += h2.cast::<f32>();
+            store(typed::<f32>(a[6]) + offs, f, true);
+            macro_rules! int_ops {
+                ($t:ty, $src:expr, $dst:expr) => {{
+                    let i = load(typed::<$t>(a[$src]) + offs, true);
+                    let j = i + offs.cast::<$t>();
+                    let mut r = -i
+                        + abs(j)
+                        + !i
+                        + (i - j) * j
+                        + i / (j | constant::<$t>(1 as $t))
+                        + i % (j | constant::<$t>(1 as $t));
+                    r = r + minimum(i, j) + maximum(i, j) + (i & j) + (i | j) + (i ^ j) + (i << j) + (i >> j);
+                    store(typed::<$t>(a[$dst]) + offs, r, true);
+                    i
+                }};
+            }
+            let i = int_ops!(i32, 2, 7);
+            let u = int_ops!(u32, 3, 8);
+            let l = int_ops!(i64, 4, 9);
+            let mut b = x.compare(CmpOp::Eq, y) ^ x.compare(CmpOp::Ne, y);
+            for op in [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge] {
+                b = b
+                    | x.compare(op, y)
+                    | i.compare(op, offs)
+                    | u.compare(op, 7u32)
+                    | l.compare(op, 3i64)
+                    | h.compare(op, h2);
+                b = b & !(b.compare(op, x.compare(CmpOp::Lt, 0.0f32)));
+            }
+            let s = select(b, x, y);
+            store(typed::<f32>(a[6]) + offs + 128, s, b);
+            store(typed::<bool>(a[10]) + offs, b & select(b, b, !b), true);
+        },
+    )
     .unwrap();
     check(&k);
 }
@@ -327,15 +557,25 @@ fn every_unary_binary_and_cmp_op() {
 #[test]
 fn if_on_scalar_and_loop_carried_values() {
     for warps in [1, 4, 8] {
-        let k = trace("branchy", vec![ptr("x", Elem::F32), ptr("out", Elem::F32), int("n", 1), int("flag", 1)], vec![], warps, |a| {
-            let x = load(typed::<f32>(a[0]) + arange(512), true);
-            let flag = Tile::<i32>::from_value(a[3]);
-            let (y, s) = flag.compare(CmpOp::Gt, 0).branch((x, sum(x, 0)), |(x, s)| (x * 2.0f32, s + 1.0f32), |(x, s)| (x + 1.0f32, max(x, 0) * s));
-            let n = Tile::<i32>::from_value(a[2]);
-            // Swapping carried values and a cumsum inside a loop.
-            let (p, q) = for_range(range(0, n), (y, x), |i, (p, q)| (q + i.cast::<f32>(), cumsum(p, 0)));
-            store(typed::<f32>(a[1]) + arange(512), p + q + s, true);
-        })
+        let k = trace(
+            "branchy",
+            vec![ptr("x", Elem::F32), ptr("out", Elem::F32), int("n", 1), int("flag", 1)],
+            vec![],
+            warps,
+            |a| {
+                let x = load(typed::<f32>(a[0]) + arange(512), true);
+                let flag = Tile::<i32>::from_value(a[3]);
+                let (y, s) = flag.compare(CmpOp::Gt, 0).branch(
+                    (x, sum(x, 0)),
+                    |(x, s)| (x * 2.0f32, s + 1.0f32),
+                    |(x, s)| (x + 1.0f32, max(x, 0) * s),
+                );
+                let n = Tile::<i32>::from_value(a[2]);
+                // Swapping carried values and a cumsum inside a loop.
+                let (p, q) = for_range(range(0, n), (y, x), |i, (p, q)| (q + i.cast::<f32>(), cumsum(p, 0)));
+                store(typed::<f32>(a[1]) + arange(512), p + q + s, true);
+            },
+        )
         .unwrap();
         let c = check(&k);
         assert!(c[0].ptx.contains("bra"));
@@ -347,17 +587,33 @@ fn if_on_scalar_and_loop_carried_values() {
 #[test]
 fn layout_conversions() {
     for warps in [1, 4] {
-        let k = trace("convert", vec![ptr("x", Elem::F32), ptr("h", Elem::F16), ptr("l", Elem::I64), ptr("b", Elem::Bool), ptr("out", Elem::F32)], vec![], warps, |a| {
-            let offs = (arange(32) * 32).expand_dims(1) + arange(32).expand_dims(0);
-            let x = load(typed::<f32>(a[0]) + offs, true);
-            let h = load(typed::<f16>(a[1]) + offs, true);
-            let l = load(typed::<i64>(a[2]) + offs, true);
-            let b = load(typed::<bool>(a[3]) + offs, true);
-            let t = x + x.trans() + (h + h.trans()).cast::<f32>() + (l + l.trans()).cast::<f32>() + (b ^ b.trans()).cast::<f32>();
-            let r = sum(t.reshape([8, 128]), 1);
-            store(typed::<f32>(a[4]) + arange(8), r, true);
-            store(typed::<f32>(a[4]) + offs, t, true);
-        })
+        let k = trace(
+            "convert",
+            vec![
+                ptr("x", Elem::F32),
+                ptr("h", Elem::F16),
+                ptr("l", Elem::I64),
+                ptr("b", Elem::Bool),
+                ptr("out", Elem::F32),
+            ],
+            vec![],
+            warps,
+            |a| {
+                let offs = (arange(32) * 32).expand_dims(1) + arange(32).expand_dims(0);
+                let x = load(typed::<f32>(a[0]) + offs, true);
+                let h = load(typed::<f16>(a[1]) + offs, true);
+                let l = load(typed::<i64>(a[2]) + offs, true);
+                let b = load(typed::<bool>(a[3]) + offs, true);
+                let t = x
+                    + x.trans()
+                    + (h + h.trans()).cast::<f32>()
+                    + (l + l.trans()).cast::<f32>()
+                    + (b ^ b.trans()).cast::<f32>();
+                let r = sum(t.reshape([8, 128]), 1);
+                store(typed::<f32>(a[4]) + arange(8), r, true);
+                store(typed::<f32>(a[4]) + offs, t, true);
+            },
+        )
         .unwrap();
         let c = check(&k);
         assert!(c[0].stage("layout").unwrap().contains("convert"));

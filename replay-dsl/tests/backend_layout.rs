@@ -80,8 +80,14 @@ fn broadcast_relabeling_and_reduce_slicing() {
     assert_eq!(e, l.without_dims(&[1], &[32, 1]));
     assert_eq!(e.delete_dim(1), s);
     // The source register of each destination register drops the column register bits.
-    assert_eq!(l.reg_map_dropping(&[1]), vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]);
-    assert_eq!(l.reg_map_dropping(&[0]), vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]);
+    assert_eq!(
+        l.reg_map_dropping(&[1]),
+        vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]
+    );
+    assert_eq!(
+        l.reg_map_dropping(&[0]),
+        vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]
+    );
     // Reshape relabels through the flat index; trans swaps dimensions.
     let r = l.reshaped(&[2048]);
     assert_eq!(r.regs, vec![b(0, 0), b(0, 1), b(0, 9), b(0, 10)]);
@@ -94,7 +100,13 @@ fn broadcast_relabeling_and_reduce_slicing() {
 
 #[test]
 fn scan_layouts() {
-    for (shape, axis) in [(vec![32, 64], 0), (vec![32, 64], 1), (vec![2048], 0), (vec![4, 1024], 1), (vec![16, 16], 0)] {
+    for (shape, axis) in [
+        (vec![32, 64], 0),
+        (vec![32, 64], 1),
+        (vec![2048], 0),
+        (vec![4, 1024], 1),
+        (vec![16, 16], 0),
+    ] {
         for warps in [1, 4, 8] {
             let l = Layout::for_scan(&shape, axis, warps);
             assert!(l.is_scan_compatible(axis), "{l}");
@@ -108,7 +120,11 @@ fn scan_layouts() {
 }
 
 fn p(name: &str, dtype: DType, div: u32) -> Param {
-    Param { name: name.into(), dtype, divisibility: div }
+    Param {
+        name: name.into(),
+        dtype,
+        divisibility: div,
+    }
 }
 
 fn find(k: &Kernel, pred: impl Fn(&Op) -> bool) -> Vec<Value> {
@@ -124,12 +140,18 @@ fn find(k: &Kernel, pred: impl Fn(&Op) -> bool) -> Vec<Value> {
 #[test]
 fn axis_analysis_of_offsets_pointers_and_masks() {
     for (div, vec) in [(16u32, 4usize), (1, 1), (2, 2)] {
-        let k = trace("a", vec![p("x", DType::Ptr(Elem::F32), 16), p("n", DType::Val(Elem::I32), div)], vec![], 4, |a| {
-            let offs = program_id(0) * 256 + arange(256);
-            let mask = offs.compare(CmpOp::Lt, Tile::<i32>::from_value(a[1]));
-            let x = Tile::<Ptr<f32>>::from_value(a[0]);
-            let _ = load(x + offs, mask);
-        })
+        let k = trace(
+            "a",
+            vec![p("x", DType::Ptr(Elem::F32), 16), p("n", DType::Val(Elem::I32), div)],
+            vec![],
+            4,
+            |a| {
+                let offs = program_id(0) * 256 + arange(256);
+                let mask = offs.compare(CmpOp::Lt, Tile::<i32>::from_value(a[1]));
+                let x = Tile::<Ptr<f32>>::from_value(a[0]);
+                let _ = load(x + offs, mask);
+            },
+        )
         .unwrap();
         let t = AxisTable::analyze(&k);
         let offs = find(&k, |o| matches!(o, Op::Binary(replay_dsl::ir::BinaryOp::Add, ..)))[0];
@@ -145,14 +167,20 @@ fn axis_analysis_of_offsets_pointers_and_masks() {
         assert_eq!(t.access_vec(&k, ptr, None), 4);
     }
     // Row-major 2-D offsets with a stride divisible by 16; an odd offset breaks alignment.
-    let k = trace("b", vec![p("x", DType::Ptr(Elem::F16), 16), p("s", DType::Val(Elem::I32), 16)], vec![], 4, |a| {
-        let s = Tile::<i32>::from_value(a[1]);
-        let offs = (arange(16) * s).expand_dims(1) + arange(64).expand_dims(0);
-        let x = Tile::<Ptr<f16>>::from_value(a[0]);
-        let _ = load(x + offs, true);
-        let _ = load(x + (offs + 1), true);
-        let _ = load(x + (arange(64) * 2), true);
-    })
+    let k = trace(
+        "b",
+        vec![p("x", DType::Ptr(Elem::F16), 16), p("s", DType::Val(Elem::I32), 16)],
+        vec![],
+        4,
+        |a| {
+            let s = Tile::<i32>::from_value(a[1]);
+            let offs = (arange(16) * s).expand_dims(1) + arange(64).expand_dims(0);
+            let x = Tile::<Ptr<f16>>::from_value(a[0]);
+            let _ = load(x + offs, true);
+            let _ = load(x + (offs + 1), true);
+            let _ = load(x + (arange(64) * 2), true);
+        },
+    )
     .unwrap();
     let t = AxisTable::analyze(&k);
     let ptrs = find(&k, |o| matches!(o, Op::AddPtr(..)));
@@ -168,16 +196,26 @@ fn axis_analysis_of_offsets_pointers_and_masks() {
 #[test]
 fn assignment_avoids_conversions_in_common_patterns() {
     // `sum(x * q[None, :], 1)` and `v[:, None] * k[None, :]`.
-    let k = trace("m", vec![p("x", DType::Ptr(Elem::F32), 16), p("q", DType::Ptr(Elem::F32), 16), p("o", DType::Ptr(Elem::F32), 16)], vec![], 4, |a| {
-        let t = |i: usize| Tile::<Ptr<f32>>::from_value(a[i]);
-        let (r, c) = (arange(16), arange(128));
-        let offs = (r * 128).expand_dims(1) + c.expand_dims(0);
-        let x = load(t(0) + offs, true);
-        let q = load(t(1) + c, true);
-        let v = load(t(1) + r, true);
-        store(t(2) + r, sum(x * q.expand_dims(0), 1), true);
-        store(t(2) + offs, v.expand_dims(1) * q.expand_dims(0), true);
-    })
+    let k = trace(
+        "m",
+        vec![
+            p("x", DType::Ptr(Elem::F32), 16),
+            p("q", DType::Ptr(Elem::F32), 16),
+            p("o", DType::Ptr(Elem::F32), 16),
+        ],
+        vec![],
+        4,
+        |a| {
+            let t = |i: usize| Tile::<Ptr<f32>>::from_value(a[i]);
+            let (r, c) = (arange(16), arange(128));
+            let offs = (r * 128).expand_dims(1) + c.expand_dims(0);
+            let x = load(t(0) + offs, true);
+            let q = load(t(1) + c, true);
+            let v = load(t(1) + r, true);
+            store(t(2) + r, sum(x * q.expand_dims(0), 1), true);
+            store(t(2) + offs, v.expand_dims(1) * q.expand_dims(0), true);
+        },
+    )
     .unwrap();
     let axis = AxisTable::analyze(&k);
     let a = Assignment::new(&k, &axis);

@@ -53,8 +53,16 @@ struct Run<'a> {
 
 fn run_both<'a>(gpu: &Gpu, what: String, kernel: &'a Kernel, grid: [u32; 3], args: &'a [HArg]) -> Run<'a> {
     let interp = run_interp(kernel, grid, args).unwrap_or_else(|e| panic!("{what}: {e}\n{kernel}"));
-    let out = gpu.run(kernel, grid, args).unwrap_or_else(|e| panic!("{what} on {}: {e}\n{kernel}", gpu.name()));
-    Run { what, kernel, args, interp, gpu: out }
+    let out = gpu
+        .run(kernel, grid, args)
+        .unwrap_or_else(|e| panic!("{what} on {}: {e}\n{kernel}", gpu.name()));
+    Run {
+        what,
+        kernel,
+        args,
+        interp,
+        gpu: out,
+    }
 }
 
 fn elem_of(kernel: &Kernel, i: usize) -> Elem {
@@ -88,7 +96,9 @@ impl Run<'_> {
 
     /// Every buffer argument bit-identical on both engines.
     fn assert_same(&self) {
-        let bufs: Vec<usize> = (0..self.args.len()).filter(|&i| matches!(self.args[i], HArg::Buf(..))).collect();
+        let bufs: Vec<usize> = (0..self.args.len())
+            .filter(|&i| matches!(self.args[i], HArg::Buf(..)))
+            .collect();
         self.assert_same_in(&bufs);
     }
 
@@ -100,7 +110,10 @@ impl Run<'_> {
             let size = e.bytes();
             let (gv, iv) = (decode_f64(e, &self.gpu[b]), decode_f64(e, &self.interp[b]));
             for k in 0..gv.len() {
-                let (gb, ib) = (&self.gpu[b][k * size..(k + 1) * size], &self.interp[b][k * size..(k + 1) * size]);
+                let (gb, ib) = (
+                    &self.gpu[b][k * size..(k + 1) * size],
+                    &self.interp[b][k * size..(k + 1) * size],
+                );
                 if gb == ib || (e.is_float() && gv[k].is_nan() && iv[k].is_nan()) {
                     continue;
                 }
@@ -108,7 +121,9 @@ impl Run<'_> {
                 if bad.len() < 12 {
                     // The other buffers' elements at the same index (the inputs, for elementwise kernels).
                     let at_k: Vec<String> = (0..self.args.len())
-                        .filter(|&o| o != b && matches!(&self.args[o], HArg::Buf(eo, bytes) if bytes.len() / eo.bytes() > k))
+                        .filter(|&o| {
+                            o != b && matches!(&self.args[o], HArg::Buf(eo, bytes) if bytes.len() / eo.bytes() > k)
+                        })
                         .map(|o| format!("{} = {}", self.kernel.params[o].name, self.show(&self.interp, o, k)))
                         .collect();
                     bad.push(format!(
@@ -122,7 +137,10 @@ impl Run<'_> {
             }
         }
         if n > 0 {
-            self.fail(&format!("{n} elements differ between the GPU and the interpreter:\n{}", bad.join("\n")));
+            self.fail(&format!(
+                "{n} elements differ between the GPU and the interpreter:\n{}",
+                bad.join("\n")
+            ));
         }
     }
 
@@ -176,14 +194,38 @@ fn around(out: &mut Vec<f32>, x: f32) {
 /// specials, each also negated.
 fn cast_inputs_f32(rng: &mut Rand, n: usize) -> Vec<f32> {
     let mut v = vec![];
-    for x in [0.0f32, 1.0, 65504.0, 65520.0, 65536.0, 1e5, 448.0, 464.0, 480.0, 1e4, f32::MAX, f32::MIN_POSITIVE] {
+    for x in [
+        0.0f32,
+        1.0,
+        65504.0,
+        65520.0,
+        65536.0,
+        1e5,
+        448.0,
+        464.0,
+        480.0,
+        1e4,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+    ] {
         around(&mut v, x);
         around(&mut v, -x);
     }
-    v.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, -0.0, f32::from_bits(1), 3e38]);
+    v.extend([
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        -0.0,
+        f32::from_bits(1),
+        3e38,
+    ]);
     // e4m3: every pair of neighbouring finite values (0x00..=0x7E), both signs.
     for b in 0u8..0x7E {
-        let (lo, hi) = (float8::F8E4M3::from_bits(b).to_f32(), float8::F8E4M3::from_bits(b + 1).to_f32());
+        let (lo, hi) = (
+            float8::F8E4M3::from_bits(b).to_f32(),
+            float8::F8E4M3::from_bits(b + 1).to_f32(),
+        );
         around(&mut v, (lo + hi) / 2.0);
         around(&mut v, -(lo + hi) / 2.0);
     }
@@ -215,8 +257,35 @@ fn cast_inputs_f32(rng: &mut Rand, n: usize) -> Vec<f32> {
 /// i32 inputs for the casts: random, ties of f32 (above 2^24), f16, bf16 and f8e4m3 integer
 /// grids, overflow of f16 and saturation of f8e4m3.
 fn cast_inputs_i32(rng: &mut Rand, n: usize) -> Vec<i32> {
-    let mut v = vec![0, 1, -1, i32::MIN, i32::MAX, i32::MIN + 1, 65504, 65519, 65520, 65536, 70000, 448, 464, 480, 1 << 30];
-    for base in [2049, 4099, 257, 259, 17, 19, (1 << 24) + 1, (1 << 24) + 3, (1 << 25) + 2, (1 << 25) + 6] {
+    let mut v = vec![
+        0,
+        1,
+        -1,
+        i32::MIN,
+        i32::MAX,
+        i32::MIN + 1,
+        65504,
+        65519,
+        65520,
+        65536,
+        70000,
+        448,
+        464,
+        480,
+        1 << 30,
+    ];
+    for base in [
+        2049,
+        4099,
+        257,
+        259,
+        17,
+        19,
+        (1 << 24) + 1,
+        (1 << 24) + 3,
+        (1 << 25) + 2,
+        (1 << 25) + 6,
+    ] {
         v.extend([base - 1, base, base + 1, -base]);
     }
     // Just off a bf16 tie above 2^24, where a detour through f32 rounds onto the tie (double
@@ -285,7 +354,14 @@ fn casts_round_to_nearest() {
         let mut args = vec![HArg::buf(&xs), HArg::buf(&is)];
         args.extend(outs.iter().map(|&(_, e)| HArg::poisoned(e, n)));
         args.push(HArg::I32(live as i32));
-        run_both(&gpu, format!("casts, num_warps {w}"), &kernel, grid_for(live, block), &args).assert_same();
+        run_both(
+            &gpu,
+            format!("casts, num_warps {w}"),
+            &kernel,
+            grid_for(live, block),
+            &args,
+        )
+        .assert_same();
     }
 }
 
@@ -322,7 +398,7 @@ fn stochastic_casts() {
             0 => f32::from_bits(rng.u32()),
             1 => rng.f32(-1.0, 1.0) * 2f32.powi(rng.int(-26, -10) as i32), // f16 subnormals, e4m3 underflow
             2 => rng.f32(60000.0, 70000.0) * if k % 16 == 2 { 1.0 } else { -1.0 }, // f16 overflow
-            3 => rng.f32(400.0, 500.0), // f8e4m3 saturation
+            3 => rng.f32(400.0, 500.0),                                    // f8e4m3 saturation
             4 => [0.0, -0.0, 1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 0.5, 448.0][rng.int(0, 8) as usize],
             _ => rng.f32(-8.0, 8.0),
         })
@@ -343,22 +419,40 @@ fn stochastic_casts() {
         .collect();
     let block = 512usize;
     for w in [1, 4, 16] {
-        let params = ptrs(&[("x", Elem::F32), ("r", Elem::U32), ("f16", Elem::F16), ("bf16", Elem::BF16), ("e4m3", Elem::F8E4M3)]);
-        let kernel = trace("casts_sr", [params, vec![val("n", Elem::I32)]].concat(), vec![], w, |a| {
-            let offs = program_id(0) * block + arange(block);
-            let m = offs.compare(CmpOp::Lt, scalar::<i32>(a, 5));
-            let x: Tile<f32> = load(ptr_of::<f32>(a, 0) + offs, m);
-            let r: Tile<u32> = load(ptr_of::<u32>(a, 1) + offs, m);
-            store(ptr_of::<f16>(a, 2) + offs, x.cast_stochastic::<f16>(r), m);
-            store(ptr_of::<bf16>(a, 3) + offs, x.cast_stochastic::<bf16>(r), m);
-            store(ptr_of::<F8E4M3>(a, 4) + offs, x.cast_stochastic::<F8E4M3>(r), m);
-        })
+        let params = ptrs(&[
+            ("x", Elem::F32),
+            ("r", Elem::U32),
+            ("f16", Elem::F16),
+            ("bf16", Elem::BF16),
+            ("e4m3", Elem::F8E4M3),
+        ]);
+        let kernel = trace(
+            "casts_sr",
+            [params, vec![val("n", Elem::I32)]].concat(),
+            vec![],
+            w,
+            |a| {
+                let offs = program_id(0) * block + arange(block);
+                let m = offs.compare(CmpOp::Lt, scalar::<i32>(a, 5));
+                let x: Tile<f32> = load(ptr_of::<f32>(a, 0) + offs, m);
+                let r: Tile<u32> = load(ptr_of::<u32>(a, 1) + offs, m);
+                store(ptr_of::<f16>(a, 2) + offs, x.cast_stochastic::<f16>(r), m);
+                store(ptr_of::<bf16>(a, 3) + offs, x.cast_stochastic::<bf16>(r), m);
+                store(ptr_of::<F8E4M3>(a, 4) + offs, x.cast_stochastic::<F8E4M3>(r), m);
+            },
+        )
         .unwrap();
         let live = n - 5;
         let mut args = vec![HArg::buf(&xs), HArg::buf(&rs)];
         args.extend(elems.iter().map(|&e| HArg::poisoned(e, n)));
         args.push(HArg::I32(live as i32));
-        let run = run_both(&gpu, format!("stochastic casts, num_warps {w}"), &kernel, grid_for(live, block), &args);
+        let run = run_both(
+            &gpu,
+            format!("stochastic casts, num_warps {w}"),
+            &kernel,
+            grid_for(live, block),
+            &args,
+        );
         if gpu.target() != Some(Target::Sm100) {
             // sm_90a (and the harness self-test): the documented algorithm, bit for bit.
             run.assert_same();
@@ -372,12 +466,17 @@ fn stochastic_casts() {
             for k in 0..n {
                 let (toward, away) = (stochastic_round(xs[k], u32::MAX, e), stochastic_round(xs[k], 0, e));
                 let ok = if k >= live {
-                    run.gpu[2 + b][k * e.bytes()..(k + 1) * e.bytes()].iter().all(|&x| x == 0xFF)
+                    run.gpu[2 + b][k * e.bytes()..(k + 1) * e.bytes()]
+                        .iter()
+                        .all(|&x| x == 0xFF)
                 } else {
                     got[k] == toward || got[k] == away || (got[k].is_nan() && toward.is_nan())
                 };
                 if !ok {
-                    run.fail(&format!("{e}[{k}]: x = {:?}, got {}, want {toward} or {away}", xs[k], got[k]));
+                    run.fail(&format!(
+                        "{e}[{k}]: x = {:?}, got {}, want {toward} or {away}",
+                        xs[k], got[k]
+                    ));
                 }
             }
         }
@@ -393,14 +492,33 @@ fn integer_division_remainder_and_shifts() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rand::new(0xd1f);
     let n = 4096;
-    let interesting = [0, 1, -1, 2, -2, 7, -7, 31, 32, 33, -31, -32, i32::MIN, i32::MAX, i32::MIN + 1];
+    let interesting = [
+        0,
+        1,
+        -1,
+        2,
+        -2,
+        7,
+        -7,
+        31,
+        32,
+        33,
+        -31,
+        -32,
+        i32::MIN,
+        i32::MAX,
+        i32::MIN + 1,
+    ];
     let pick = |rng: &mut Rand| match rng.int(0, 4) {
         0 => interesting[rng.int(0, interesting.len() as i64) as usize],
         1 => rng.int(-100, 100) as i32,
         _ => rng.u32() as i32,
     };
     let mut a: Vec<i32> = (0..n).map(|_| pick(&mut rng)).collect();
-    let mut b: Vec<i32> = (0..n).map(|_| pick(&mut rng)).map(|x| if x == 0 { -3 } else { x }).collect();
+    let mut b: Vec<i32> = (0..n)
+        .map(|_| pick(&mut rng))
+        .map(|x| if x == 0 { -3 } else { x })
+        .collect();
     // i32::MIN / -1 and i32::MIN % -1 (wrap: MIN and 0), and every sign combination of 7 and 2.
     a[..6].copy_from_slice(&[i32::MIN, i32::MIN, 7, -7, 7, -7]);
     b[..6].copy_from_slice(&[-1, 1, 2, 2, -2, -2]);
@@ -413,9 +531,18 @@ fn integer_division_remainder_and_shifts() {
         })
         .collect();
     let au: Vec<u32> = (0..n).map(|_| pick(&mut rng) as u32).collect();
-    let bu: Vec<u32> = (0..n).map(|_| pick(&mut rng) as u32).map(|x| if x == 0 { 5 } else { x }).collect();
+    let bu: Vec<u32> = (0..n)
+        .map(|_| pick(&mut rng) as u32)
+        .map(|x| if x == 0 { 5 } else { x })
+        .collect();
     let block = 256usize;
-    let ins = [("a", Elem::I32), ("b", Elem::I32), ("s", Elem::I32), ("au", Elem::U32), ("bu", Elem::U32)];
+    let ins = [
+        ("a", Elem::I32),
+        ("b", Elem::I32),
+        ("s", Elem::I32),
+        ("au", Elem::U32),
+        ("bu", Elem::U32),
+    ];
     let outs = [
         ("div", Elem::I32),
         ("rem", Elem::I32),
@@ -449,10 +576,23 @@ fn integer_division_remainder_and_shifts() {
         })
         .unwrap();
         let live = n - 7;
-        let mut args = vec![HArg::buf(&a), HArg::buf(&b), HArg::buf(&s), HArg::buf(&au), HArg::buf(&bu)];
+        let mut args = vec![
+            HArg::buf(&a),
+            HArg::buf(&b),
+            HArg::buf(&s),
+            HArg::buf(&au),
+            HArg::buf(&bu),
+        ];
         args.extend(outs.iter().map(|&(_, e)| HArg::poisoned(e, n)));
         args.push(HArg::I32(live as i32));
-        run_both(&gpu, format!("integer ops, num_warps {w}"), &kernel, grid_for(live, block), &args).assert_same();
+        run_both(
+            &gpu,
+            format!("integer ops, num_warps {w}"),
+            &kernel,
+            grid_for(live, block),
+            &args,
+        )
+        .assert_same();
     }
 }
 
@@ -529,7 +669,10 @@ fn atomics_with_duplicate_addresses() {
             let (old_add, old_max, old_cas) = (run.gpu_i32(7), run.gpu_i32(8), run.gpu_i32(9));
             for (g, old) in [&old_add, &old_max, &old_cas].iter().enumerate() {
                 if let Some(k) = (limit..n).find(|&k| old[k] != -1) {
-                    run.fail(&format!("old values #{g}: masked-off lane {k} was written ({})", old[k]));
+                    run.fail(&format!(
+                        "old values #{g}: masked-off lane {k} was written ({})",
+                        old[k]
+                    ));
                 }
             }
             for bucket in 0..m {
@@ -540,7 +683,10 @@ fn atomics_with_duplicate_addresses() {
                 let mut sum = init_add[bucket];
                 for &(old, v) in &seen {
                     if old != sum {
-                        run.fail(&format!("atomic_add, address {bucket}: old values {seen:?} are not partial sums from {}", init_add[bucket]));
+                        run.fail(&format!(
+                            "atomic_add, address {bucket}: old values {seen:?} are not partial sums from {}",
+                            init_add[bucket]
+                        ));
                     }
                     sum = sum.wrapping_add(v);
                 }
@@ -549,7 +695,9 @@ fn atomics_with_duplicate_addresses() {
                 for &k in &lanes {
                     let o = old_max[k];
                     if o > acc_max[bucket] || (o != init_max[bucket] && !lanes.iter().any(|&j| maxv[j] == o)) {
-                        run.fail(&format!("atomic_max, address {bucket}, lane {k}: old value {o} impossible"));
+                        run.fail(&format!(
+                            "atomic_max, address {bucket}, lane {k}: old value {o} impossible"
+                        ));
                     }
                 }
                 // cas: exactly one lane saw 0 and wrote its id + 1; the others saw that
@@ -560,7 +708,10 @@ fn atomics_with_duplicate_addresses() {
                     _ => run.fail(&format!("atomic_cas, address {bucket}: lanes {winners:?} all saw 0")),
                 };
                 if acc_cas[bucket] != want_final || lanes.iter().any(|&k| k != winners[0] && old_cas[k] != want_final) {
-                    run.fail(&format!("atomic_cas, address {bucket}: final {} (want {want_final}), lanes {lanes:?}", acc_cas[bucket]));
+                    run.fail(&format!(
+                        "atomic_cas, address {bucket}: final {} (want {want_final}), lanes {lanes:?}",
+                        acc_cas[bucket]
+                    ));
                 }
             }
         }
@@ -577,7 +728,12 @@ fn runtime_loops_and_branches() {
     let mut rng = Rand::new(0xf0);
     // Loops: zero trips, negative ranges, steps, nesting, carried tuples and a carried tile.
     for w in [1, 4, 16] {
-        let params = vec![ptr("out", Elem::I32), val("lo", Elem::I32), val("hi", Elem::I32), val("step", Elem::I32)];
+        let params = vec![
+            ptr("out", Elem::I32),
+            val("lo", Elem::I32),
+            val("hi", Elem::I32),
+            val("step", Elem::I32),
+        ];
         let kernel = trace("loops", params, vec![], w, |a| {
             let out = ptr_of::<i32>(a, 0);
             let (lo, hi, step) = (scalar::<i32>(a, 1), scalar::<i32>(a, 2), scalar::<i32>(a, 3));
@@ -593,9 +749,29 @@ fn runtime_loops_and_branches() {
             store(out + 3 + arange(64), t, true);
         })
         .unwrap();
-        for (lo, hi, step) in [(0, 0, 1), (5, 2, 1), (-3, -3, 2), (-3, 20, 4), (0, 1, 100), (7, 8, 1), (rng.int(-10, 10) as i32, rng.int(-10, 40) as i32, rng.int(1, 6) as i32)] {
-            let args = vec![HArg::poisoned(Elem::I32, 67), HArg::I32(lo), HArg::I32(hi), HArg::I32(step)];
-            run_both(&gpu, format!("loops {lo}..{hi} step {step}, num_warps {w}"), &kernel, [1, 1, 1], &args).assert_same();
+        for (lo, hi, step) in [
+            (0, 0, 1),
+            (5, 2, 1),
+            (-3, -3, 2),
+            (-3, 20, 4),
+            (0, 1, 100),
+            (7, 8, 1),
+            (rng.int(-10, 10) as i32, rng.int(-10, 40) as i32, rng.int(1, 6) as i32),
+        ] {
+            let args = vec![
+                HArg::poisoned(Elem::I32, 67),
+                HArg::I32(lo),
+                HArg::I32(hi),
+                HArg::I32(step),
+            ];
+            run_both(
+                &gpu,
+                format!("loops {lo}..{hi} step {step}, num_warps {w}"),
+                &kernel,
+                [1, 1, 1],
+                &args,
+            )
+            .assert_same();
         }
     }
     // Per-program trip counts (program 0: none) accumulating f32 tiles, and runtime `if`:
@@ -603,13 +779,20 @@ fn runtime_loops_and_branches() {
     let block = 128usize;
     let programs = 9usize;
     for w in [1, 2, 4, 8, 16] {
-        let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("bias", Elem::F32), val("limit", Elem::I32)];
+        let params = vec![
+            ptr("x", Elem::F32),
+            ptr("out", Elem::F32),
+            val("bias", Elem::F32),
+            val("limit", Elem::I32),
+        ];
         let kernel = trace("branchy", params, vec![], w, |a| {
             let (x, out) = (ptr_of::<f32>(a, 0), ptr_of::<f32>(a, 1));
             let (bias, limit) = (scalar::<f32>(a, 2), scalar::<i32>(a, 3));
             let pid = program_id(0);
             let offs = pid * block + arange(block);
-            let acc = for_range(range(0, pid), load(x + offs, true), |i, acc| acc * 0.5f32 + load(x + i * block + arange(block), true));
+            let acc = for_range(range(0, pid), load(x + offs, true), |i, acc| {
+                acc * 0.5f32 + load(x + i * block + arange(block), true)
+            });
             let even = (pid % 2).compare(CmpOp::Eq, 0);
             let v = even.branch(acc, |v| v * 2.0f32, |v| v + bias);
             let late = (pid * block).compare(CmpOp::Ge, limit);
@@ -619,8 +802,20 @@ fn runtime_loops_and_branches() {
         .unwrap();
         let xs: Vec<f32> = (0..programs * block).map(|_| rng.f32(-3.0, 3.0)).collect();
         for limit in [0, 5 * block as i32, 100_000] {
-            let args = vec![HArg::buf(&xs), HArg::poisoned(Elem::F32, programs * block), HArg::F32(rng.f32(1.0, 2.0)), HArg::I32(limit)];
-            run_both(&gpu, format!("branches, limit {limit}, num_warps {w}"), &kernel, [programs as u32, 1, 1], &args).assert_same();
+            let args = vec![
+                HArg::buf(&xs),
+                HArg::poisoned(Elem::F32, programs * block),
+                HArg::F32(rng.f32(1.0, 2.0)),
+                HArg::I32(limit),
+            ];
+            run_both(
+                &gpu,
+                format!("branches, limit {limit}, num_warps {w}"),
+                &kernel,
+                [programs as u32, 1, 1],
+                &args,
+            )
+            .assert_same();
         }
     }
 }
@@ -658,22 +853,47 @@ fn layout_conversions() {
     for size in [1usize, 2, 4, 8, 16, 32, 64] {
         for w in WARPS {
             let (sq, rect) = ([size, size], [size, 2 * size]);
-            let params = ptrs(&[("x", Elem::F32), ("y", Elem::I32), ("sym", Elem::F32), ("yt", Elem::I32)]);
+            let params = ptrs(&[
+                ("x", Elem::F32),
+                ("y", Elem::I32),
+                ("sym", Elem::F32),
+                ("yt", Elem::I32),
+            ]);
             let kernel = trace("layouts", params, vec![], w, |a| {
                 let nsq = (size * size) as i32;
                 let nrect = (2 * size * size) as i32;
                 let pid = program_id(0);
                 let x: Tile<f32> = load(ptr_of::<f32>(a, 0) + (pid * nsq + local_offsets(&sq)), true);
                 let y: Tile<i32> = load(ptr_of::<i32>(a, 1) + (pid * nrect + local_offsets(&rect)), true);
-                store(ptr_of::<f32>(a, 2) + (pid * nsq + local_offsets(&sq)), x + x.trans(), true);
-                store(ptr_of::<i32>(a, 3) + (pid * nrect + local_offsets(&[2 * size, size])), y.trans() * 3 + y.trans(), true);
+                store(
+                    ptr_of::<f32>(a, 2) + (pid * nsq + local_offsets(&sq)),
+                    x + x.trans(),
+                    true,
+                );
+                store(
+                    ptr_of::<i32>(a, 3) + (pid * nrect + local_offsets(&[2 * size, size])),
+                    y.trans() * 3 + y.trans(),
+                    true,
+                );
             })
             .unwrap();
             let g = 2;
             let x: Vec<f32> = (0..g * size * size).map(|_| rng.f32(-4.0, 4.0)).collect();
             let y: Vec<i32> = (0..g * 2 * size * size).map(|_| rng.i32_any()).collect();
-            let args = vec![HArg::buf(&x), HArg::buf(&y), HArg::poisoned(Elem::F32, x.len()), HArg::poisoned(Elem::I32, y.len())];
-            run_both(&gpu, format!("layouts {size}x{size}, num_warps {w}"), &kernel, [g as u32, 1, 1], &args).assert_same();
+            let args = vec![
+                HArg::buf(&x),
+                HArg::buf(&y),
+                HArg::poisoned(Elem::F32, x.len()),
+                HArg::poisoned(Elem::I32, y.len()),
+            ];
+            run_both(
+                &gpu,
+                format!("layouts {size}x{size}, num_warps {w}"),
+                &kernel,
+                [g as u32, 1, 1],
+                &args,
+            )
+            .assert_same();
         }
     }
 }
@@ -692,7 +912,11 @@ fn reduce_body<T: Num>(shape: &[usize], axis: usize, a: &[Value]) {
     store(ptr_of::<T>(a, 1) + (pid * rn + ro), sum(x, axis), true);
     store(ptr_of::<T>(a, 2) + (pid * rn + ro), max(x, axis), true);
     store(ptr_of::<T>(a, 3) + (pid * rn + ro), min(x, axis), true);
-    store(ptr_of::<T>(a, 4) + (pid * n + local_offsets(shape)), cumsum(x, axis), true);
+    store(
+        ptr_of::<T>(a, 4) + (pid * n + local_offsets(shape)),
+        cumsum(x, axis),
+        true,
+    );
     let s = sum_all(x);
     store(ptr_of::<T>(a, 5) + pid, s, true);
 }
@@ -701,7 +925,18 @@ fn reduce_body<T: Num>(shape: &[usize], axis: usize, a: &[Value]) {
 fn reductions_on_each_axis() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rand::new(0x2ed);
-    let shapes: [&[usize]; 10] = [&[1, 64], &[8, 32], &[64, 16], &[32, 128], &[2, 2], &[2, 4, 8], &[4, 16, 32], &[8, 1, 64], &[16, 16, 16], &[1, 32, 2]];
+    let shapes: [&[usize]; 10] = [
+        &[1, 64],
+        &[8, 32],
+        &[64, 16],
+        &[32, 128],
+        &[2, 2],
+        &[2, 4, 8],
+        &[4, 16, 32],
+        &[8, 1, 64],
+        &[16, 16, 16],
+        &[1, 32, 2],
+    ];
     let g = 2usize;
     for shape in shapes {
         let n: usize = shape.iter().product();
@@ -710,7 +945,14 @@ fn reductions_on_each_axis() {
             for float in [true, false] {
                 let e = if float { Elem::F32 } else { Elem::I32 };
                 for w in WARPS {
-                    let params = ptrs(&[("x", e), ("sum", e), ("max", e), ("min", e), ("cumsum", e), ("sum_all", e)]);
+                    let params = ptrs(&[
+                        ("x", e),
+                        ("sum", e),
+                        ("max", e),
+                        ("min", e),
+                        ("cumsum", e),
+                        ("sum_all", e),
+                    ]);
                     let kernel = trace("reduce_axes", params, vec![], w, |a| {
                         if float {
                             reduce_body::<f32>(shape, axis, a)

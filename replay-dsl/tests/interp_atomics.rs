@@ -36,7 +36,14 @@ fn ticket_counter_follows_row_major_grid_order() {
 #[test]
 fn histogram_and_float_sum() {
     let block = 64usize;
-    let params = vec![ptr("x", Elem::I32), ptr("w", Elem::F32), ptr("hist", Elem::I32), ptr("total", Elem::F32), ptr("old", Elem::F32), val("n", Elem::I32)];
+    let params = vec![
+        ptr("x", Elem::I32),
+        ptr("w", Elem::F32),
+        ptr("hist", Elem::I32),
+        ptr("total", Elem::F32),
+        ptr("old", Elem::F32),
+        val("n", Elem::I32),
+    ];
     let k = trace("hist", params, vec![], 4, |a| {
         let x = Tile::<Ptr<i32>>::from_value(a[0]);
         let w = Tile::<Ptr<f32>>::from_value(a[1]);
@@ -64,7 +71,20 @@ fn histogram_and_float_sum() {
     let bt = mem.alloc(&[0.0f32]);
     let bo = mem.alloc(&poison::<f32>(n));
     let grid = n.div_ceil(block) as u32;
-    run(&k, [grid, 1, 1], &[Arg::ptr(bx), Arg::ptr(bw), Arg::ptr(bh), Arg::ptr(bt), Arg::ptr(bo), Arg::I32(n as i32)], &mut mem).unwrap();
+    run(
+        &k,
+        [grid, 1, 1],
+        &[
+            Arg::ptr(bx),
+            Arg::ptr(bw),
+            Arg::ptr(bh),
+            Arg::ptr(bt),
+            Arg::ptr(bo),
+            Arg::I32(n as i32),
+        ],
+        &mut mem,
+    )
+    .unwrap();
     let hist = mem.read::<i32>(bh);
     for (b, &h) in hist.iter().enumerate() {
         assert_eq!(h, x.iter().filter(|&&v| v == b as i32).count() as i32, "bin {b}");
@@ -85,7 +105,12 @@ fn histogram_and_float_sum() {
 #[test]
 fn atomic_max_and_cas() {
     let block = 32usize;
-    let params = vec![ptr("x", Elem::I32), ptr("best", Elem::I32), ptr("lock", Elem::I32), ptr("seen", Elem::I32)];
+    let params = vec![
+        ptr("x", Elem::I32),
+        ptr("best", Elem::I32),
+        ptr("lock", Elem::I32),
+        ptr("seen", Elem::I32),
+    ];
     let k = trace("maxcas", params, vec![], 4, |a| {
         let x = Tile::<Ptr<i32>>::from_value(a[0]);
         let best = Tile::<Ptr<i32>>::from_value(a[1]);
@@ -110,8 +135,17 @@ fn atomic_max_and_cas() {
     let best = mem.alloc(&[i32::MIN, 0]);
     let lock = mem.alloc(&[0i32]);
     let seen = mem.alloc(&vec![-7i32; g]);
-    run(&k, [g as u32, 1, 1], &[Arg::ptr(bx), Arg::ptr(best), Arg::ptr(lock), Arg::ptr(seen)], &mut mem).unwrap();
-    assert_eq!(mem.read::<i32>(best), vec![*x.iter().max().unwrap(), (g * block / 2) as i32]);
+    run(
+        &k,
+        [g as u32, 1, 1],
+        &[Arg::ptr(bx), Arg::ptr(best), Arg::ptr(lock), Arg::ptr(seen)],
+        &mut mem,
+    )
+    .unwrap();
+    assert_eq!(
+        mem.read::<i32>(best),
+        vec![*x.iter().max().unwrap(), (g * block / 2) as i32]
+    );
     assert_eq!(mem.read::<i32>(lock), vec![1]);
     let mut want = vec![1i32; g];
     want[0] = 0;

@@ -43,9 +43,43 @@ fn cast_all<S: Scalar + HostElem, D: Scalar + HostElem>(x: &[S]) -> Vec<D> {
 
 fn special_f32() -> Vec<f32> {
     vec![
-        0.0, -0.0, 1.0, -1.0, 0.1, 1e-8, -1e-8, 6e-8, 3e-5, 2.0e-3, 0.3, 448.0, 449.0, 464.0, 464.1, 480.0, -500.0,
-        1e6, -1e6, 65504.0, 65519.9, 65520.0, 70000.0, 1e30, -3e38, f32::MAX, f32::MIN_POSITIVE, 1e-40,
-        f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 2.5, 3.5, -2.5, 1.0 + f32::EPSILON, 0.0078125, 0.00390625,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.1,
+        1e-8,
+        -1e-8,
+        6e-8,
+        3e-5,
+        2.0e-3,
+        0.3,
+        448.0,
+        449.0,
+        464.0,
+        464.1,
+        480.0,
+        -500.0,
+        1e6,
+        -1e6,
+        65504.0,
+        65519.9,
+        65520.0,
+        70000.0,
+        1e30,
+        -3e38,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        1e-40,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        2.5,
+        3.5,
+        -2.5,
+        1.0 + f32::EPSILON,
+        0.0078125,
+        0.00390625,
     ]
 }
 
@@ -72,9 +106,24 @@ fn float_to_narrow_float_rounds_to_nearest_even_and_saturates() {
     let b: Vec<bf16> = cast_all(&x);
     let q: Vec<F8E4M3> = cast_all(&x);
     for i in 0..x.len() {
-        assert!(same(h[i].to_f64(), f16::from_f32(x[i]).to_f64()), "f16({:e}) = {}", x[i], h[i]);
-        assert!(same(b[i].to_f64(), bf16::from_f32(x[i]).to_f64()), "bf16({:e}) = {}", x[i], b[i]);
-        assert!(same(q[i].to_f64(), F8E4M3::from_f32(x[i]).to_f64()), "e4m3({:e}) = {}", x[i], q[i]);
+        assert!(
+            same(h[i].to_f64(), f16::from_f32(x[i]).to_f64()),
+            "f16({:e}) = {}",
+            x[i],
+            h[i]
+        );
+        assert!(
+            same(b[i].to_f64(), bf16::from_f32(x[i]).to_f64()),
+            "bf16({:e}) = {}",
+            x[i],
+            b[i]
+        );
+        assert!(
+            same(q[i].to_f64(), F8E4M3::from_f32(x[i]).to_f64()),
+            "e4m3({:e}) = {}",
+            x[i],
+            q[i]
+        );
         // e4m3 saturates (also infinities); NaN stays NaN.
         let qv = q[i].to_f64();
         if x[i].is_nan() {
@@ -98,7 +147,7 @@ fn float_to_narrow_float_rounds_to_nearest_even_and_saturates() {
     assert_eq!(g8(f32::NEG_INFINITY), -448.0);
     assert_eq!(g8(17.0), 16.0); // tie between 16 and 18 → even mantissa (16)
     assert_eq!(g8(19.0), 20.0); // tie between 18 and 20 → 20
-    // Widening is exact.
+                                // Widening is exact.
     let back: Vec<f32> = cast_all(&h);
     for i in 0..x.len() {
         assert!(same(back[i] as f64, h[i].to_f64()));
@@ -130,7 +179,22 @@ fn float_to_int_truncates_saturates_and_maps_nan_to_zero() {
 #[test]
 fn int_conversions() {
     let mut rng = Rng::new("ints");
-    let mut x: Vec<i32> = vec![0, 1, -1, i32::MAX, i32::MIN, 65504, 65520, 70000, 16_777_217, -16_777_219, 448, 464, 465, 1000];
+    let mut x: Vec<i32> = vec![
+        0,
+        1,
+        -1,
+        i32::MAX,
+        i32::MIN,
+        65504,
+        65520,
+        70000,
+        16_777_217,
+        -16_777_219,
+        448,
+        464,
+        465,
+        1000,
+    ];
     x.extend((0..1000).map(|_| rng.u32() as i32));
     let f: Vec<f32> = cast_all(&x);
     let h: Vec<f16> = cast_all(&x);
@@ -143,9 +207,21 @@ fn int_conversions() {
         assert_eq!(f[k], x[k] as f32);
         // i32 → f32 is exact enough here that rounding via f32 is single rounding for f16
         // except at ties; compare with the exactly rounded reference instead.
-        assert!(same(h[k].to_f64(), <f16 as HostElem>::from_f64(x[k] as f64).to_f64()), "f16({})", x[k]);
-        assert!(same(bf[k].to_f64(), <bf16 as HostElem>::from_f64(x[k] as f64).to_f64()), "bf16({})", x[k]);
-        assert!(same(q[k].to_f64(), <F8E4M3 as HostElem>::from_f64(x[k] as f64).to_f64()), "e4m3({})", x[k]);
+        assert!(
+            same(h[k].to_f64(), <f16 as HostElem>::from_f64(x[k] as f64).to_f64()),
+            "f16({})",
+            x[k]
+        );
+        assert!(
+            same(bf[k].to_f64(), <bf16 as HostElem>::from_f64(x[k] as f64).to_f64()),
+            "bf16({})",
+            x[k]
+        );
+        assert!(
+            same(q[k].to_f64(), <F8E4M3 as HostElem>::from_f64(x[k] as f64).to_f64()),
+            "e4m3({})",
+            x[k]
+        );
         assert_eq!(l[k], x[k] as i64);
         assert_eq!(u[k], x[k] as u32);
         assert_eq!(b[k], x[k] != 0);
@@ -175,7 +251,11 @@ fn int_conversions() {
 #[test]
 fn stochastic_cast_in_a_kernel() {
     fn kernel<D: Float + HostElem>(n: usize) -> Kernel {
-        let params = vec![ptr("x", replay_dsl::Elem::F32), ptr("bits", replay_dsl::Elem::U32), ptr("out", <D as HostElem>::ELEM)];
+        let params = vec![
+            ptr("x", replay_dsl::Elem::F32),
+            ptr("bits", replay_dsl::Elem::U32),
+            ptr("out", <D as HostElem>::ELEM),
+        ];
         trace("cast_rs", params, vec![], 4, |a| {
             let x = Tile::<Ptr<f32>>::from_value(a[0]);
             let bits = Tile::<Ptr<u32>>::from_value(a[1]);
@@ -194,11 +274,24 @@ fn stochastic_cast_in_a_kernel() {
         let mut mem = Memory::new();
         let (bx, bb) = (mem.alloc(&x), mem.alloc(&bits));
         let bo = mem.alloc_zeroed::<D>(n);
-        run(&kernel::<D>(n), [1, 1, 1], &[Arg::ptr(bx), Arg::ptr(bb), Arg::ptr(bo)], &mut mem).unwrap();
+        run(
+            &kernel::<D>(n),
+            [1, 1, 1],
+            &[Arg::ptr(bx), Arg::ptr(bb), Arg::ptr(bo)],
+            &mut mem,
+        )
+        .unwrap();
         let out = mem.read::<D>(bo);
         for i in 0..n {
             let want = stochastic_round(x[i], bits[i], <D as HostElem>::ELEM);
-            assert!(same(out[i].to_f64(), want), "{:?}: sr({:e}, {}) = {:?}, want {want}", <D as HostElem>::ELEM, x[i], bits[i], out[i]);
+            assert!(
+                same(out[i].to_f64(), want),
+                "{:?}: sr({:e}, {}) = {:?}, want {want}",
+                <D as HostElem>::ELEM,
+                x[i],
+                bits[i],
+                out[i]
+            );
         }
     }
     let mut rng = Rng::new("cast_rs");
@@ -212,7 +305,14 @@ fn stochastic_cast_in_a_kernel() {
 fn integer_division_and_remainder_with_negative_operands() {
     fn kernel<T: Int + HostElem>(n: usize) -> Kernel {
         let e = <T as HostElem>::ELEM;
-        let params = vec![ptr("a", e), ptr("b", e), ptr("q", e), ptr("r", e), ptr("s", e), ptr("ss", e)];
+        let params = vec![
+            ptr("a", e),
+            ptr("b", e),
+            ptr("q", e),
+            ptr("r", e),
+            ptr("s", e),
+            ptr("ss", e),
+        ];
         trace("divrem", params, vec![], 4, |p| {
             let (a, b) = (Tile::<Ptr<T>>::from_value(p[0]), Tile::<Ptr<T>>::from_value(p[1]));
             let (q, r) = (Tile::<Ptr<T>>::from_value(p[2]), Tile::<Ptr<T>>::from_value(p[3]));
@@ -242,7 +342,12 @@ fn integer_division_and_remainder_with_negative_operands() {
     let outs: Vec<_> = (0..4).map(|_| mem.alloc_zeroed::<i32>(n)).collect();
     let args: Vec<Arg> = [ba, bb].iter().chain(&outs).map(|&x| Arg::ptr(x)).collect();
     run(&kernel::<i32>(n), [1, 1, 1], &args, &mut mem).unwrap();
-    let (q, r, s, ss) = (mem.read::<i32>(outs[0]), mem.read::<i32>(outs[1]), mem.read::<i32>(outs[2]), mem.read::<i32>(outs[3]));
+    let (q, r, s, ss) = (
+        mem.read::<i32>(outs[0]),
+        mem.read::<i32>(outs[1]),
+        mem.read::<i32>(outs[2]),
+        mem.read::<i32>(outs[3]),
+    );
     assert_eq!(&q[..4], &[3, -3, -3, 3]);
     assert_eq!(&r[..4], &[1, -1, 1, -1]);
     assert_eq!((q[4], r[4]), (i32::MIN, 0));
@@ -251,7 +356,12 @@ fn integer_division_and_remainder_with_negative_operands() {
         assert_eq!(r[i], a[i].wrapping_rem(b[i]), "{} % {}", a[i], b[i]);
         let sh = (b[i] & 63) as u32;
         assert_eq!(s[i], if sh >= 32 { 0 } else { a[i] << sh }, "{} << {sh}", a[i]);
-        assert_eq!(ss[i], if sh >= 32 { a[i] >> 31 } else { a[i] >> sh }, "{} >> {sh}", a[i]);
+        assert_eq!(
+            ss[i],
+            if sh >= 32 { a[i] >> 31 } else { a[i] >> sh },
+            "{} >> {sh}",
+            a[i]
+        );
     }
     // i64 and u32 (logical shift right, unsigned division).
     let a64: Vec<i64> = (0..n).map(|_| rng.next_u64() as i64 >> rng.int(0, 40)).collect();
@@ -288,16 +398,22 @@ fn integer_division_and_remainder_with_negative_operands() {
 
 #[test]
 fn integer_wrapping_arithmetic() {
-    let k = trace("wrap", vec![ptr("x", replay_dsl::Elem::I32), ptr("out", replay_dsl::Elem::I32)], vec![], 4, |a| {
-        let x = Tile::<Ptr<i32>>::from_value(a[0]);
-        let out = Tile::<Ptr<i32>>::from_value(a[1]);
-        let offs = arange(4);
-        let v = load(x + offs, true);
-        store(out + offs, v * 3 + 7, true);
-        store(out + (offs + 4), -v, true);
-        store(out + (offs + 8), abs(v), true);
-        store(out + (offs + 12), !v ^ 5, true);
-    })
+    let k = trace(
+        "wrap",
+        vec![ptr("x", replay_dsl::Elem::I32), ptr("out", replay_dsl::Elem::I32)],
+        vec![],
+        4,
+        |a| {
+            let x = Tile::<Ptr<i32>>::from_value(a[0]);
+            let out = Tile::<Ptr<i32>>::from_value(a[1]);
+            let offs = arange(4);
+            let v = load(x + offs, true);
+            store(out + offs, v * 3 + 7, true);
+            store(out + (offs + 4), -v, true);
+            store(out + (offs + 8), abs(v), true);
+            store(out + (offs + 12), !v ^ 5, true);
+        },
+    )
     .unwrap();
     let x = [i32::MAX, i32::MIN, -5, 123456789];
     let mut mem = Memory::new();
@@ -315,18 +431,27 @@ fn integer_wrapping_arithmetic() {
 
 #[test]
 fn integer_division_by_zero_is_an_error() {
-    let k = trace("divzero", vec![ptr("a", replay_dsl::Elem::I32), ptr("out", replay_dsl::Elem::I32)], vec![], 4, |p| {
-        let a = Tile::<Ptr<i32>>::from_value(p[0]);
-        let out = Tile::<Ptr<i32>>::from_value(p[1]);
-        let offs = arange(8);
-        let v = load(a + offs, true);
-        store(out + offs, 100 / v, true);
-    })
+    let k = trace(
+        "divzero",
+        vec![ptr("a", replay_dsl::Elem::I32), ptr("out", replay_dsl::Elem::I32)],
+        vec![],
+        4,
+        |p| {
+            let a = Tile::<Ptr<i32>>::from_value(p[0]);
+            let out = Tile::<Ptr<i32>>::from_value(p[1]);
+            let offs = arange(8);
+            let v = load(a + offs, true);
+            store(out + offs, 100 / v, true);
+        },
+    )
     .unwrap();
     let mut mem = Memory::new();
     let ba = mem.alloc(&[1i32, 2, 3, 4, 5, 0, 7, 8]);
     let bo = mem.alloc_zeroed::<i32>(8);
     let err = run(&k, [1, 1, 1], &[Arg::ptr(ba), Arg::ptr(bo)], &mut mem).unwrap_err();
-    assert!(matches!(&err, InterpError::DivisionByZero { kernel, op, program: [0, 0, 0] } if kernel == "divzero" && op == "div"), "{err}");
+    assert!(
+        matches!(&err, InterpError::DivisionByZero { kernel, op, program: [0, 0, 0] } if kernel == "divzero" && op == "div"),
+        "{err}"
+    );
     assert_eq!(mem.read::<i32>(bo), vec![0; 8]);
 }

@@ -16,7 +16,12 @@ use util::*;
 #[test]
 fn runtime_if_per_program() {
     let block = 32usize;
-    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("bias", Elem::F32), val("limit", Elem::I32)];
+    let params = vec![
+        ptr("x", Elem::F32),
+        ptr("out", Elem::F32),
+        val("bias", Elem::F32),
+        val("limit", Elem::I32),
+    ];
     let k = trace("branchy", params, vec![], 4, |a| {
         let x = Tile::<Ptr<f32>>::from_value(a[0]);
         let out = Tile::<Ptr<f32>>::from_value(a[1]);
@@ -40,7 +45,13 @@ fn runtime_if_per_program() {
     let mut mem = Memory::new();
     let bx = mem.alloc(&x);
     let bo = mem.alloc(&poison::<f32>(g * block));
-    run(&k, [g as u32, 1, 1], &[Arg::ptr(bx), Arg::ptr(bo), Arg::F32(bias), Arg::I32(limit)], &mut mem).unwrap();
+    run(
+        &k,
+        [g as u32, 1, 1],
+        &[Arg::ptr(bx), Arg::ptr(bo), Arg::F32(bias), Arg::I32(limit)],
+        &mut mem,
+    )
+    .unwrap();
     let out = mem.read::<f32>(bo);
     for i in 0..g * block {
         let p = i / block;
@@ -54,10 +65,19 @@ fn runtime_if_per_program() {
 
 #[test]
 fn loops_with_zero_trips_steps_nesting_and_tuples() {
-    let params = vec![ptr("out", Elem::I32), val("lo", Elem::I32), val("hi", Elem::I32), val("step", Elem::I32)];
+    let params = vec![
+        ptr("out", Elem::I32),
+        val("lo", Elem::I32),
+        val("hi", Elem::I32),
+        val("step", Elem::I32),
+    ];
     let k = trace("loops", params, vec![], 4, |a| {
         let out = Tile::<Ptr<i32>>::from_value(a[0]);
-        let (lo, hi, step) = (Tile::<i32>::from_value(a[1]), Tile::<i32>::from_value(a[2]), Tile::<i32>::from_value(a[3]));
+        let (lo, hi, step) = (
+            Tile::<i32>::from_value(a[1]),
+            Tile::<i32>::from_value(a[2]),
+            Tile::<i32>::from_value(a[3]),
+        );
         // (count, sum of i, sum over a nested loop of i*j for j in 0..i)
         let init = (constant(0i32), constant(0i32), constant(0i32));
         let (count, sum, nested) = for_range(range_step(lo, hi, step), init, |i, (c, s, n)| {
@@ -73,10 +93,22 @@ fn loops_with_zero_trips_steps_nesting_and_tuples() {
     })
     .unwrap();
     let mut rng = Rng::new("loops");
-    for (lo, hi, step) in [(0, 0, 1), (5, 2, 1), (-3, 20, 4), (0, 1, 100), (rng.int(-10, 10) as i32, rng.int(-10, 40) as i32, rng.int(1, 6) as i32)] {
+    for (lo, hi, step) in [
+        (0, 0, 1),
+        (5, 2, 1),
+        (-3, 20, 4),
+        (0, 1, 100),
+        (rng.int(-10, 10) as i32, rng.int(-10, 40) as i32, rng.int(1, 6) as i32),
+    ] {
         let mut mem = Memory::new();
         let out = mem.alloc(&[-99i32; 11]);
-        run(&k, [1, 1, 1], &[Arg::ptr(out), Arg::I32(lo), Arg::I32(hi), Arg::I32(step)], &mut mem).unwrap();
+        run(
+            &k,
+            [1, 1, 1],
+            &[Arg::ptr(out), Arg::I32(lo), Arg::I32(hi), Arg::I32(step)],
+            &mut mem,
+        )
+        .unwrap();
         let got = mem.read::<i32>(out);
         let (mut c, mut s, mut n) = (0, 0, 0);
         let mut i = lo;

@@ -48,12 +48,24 @@ fn check_axpy<T: Float + HostElem>(rng: &mut Rng, lo: f64, hi: f64) {
         // Output with 5 guard elements past n: masked lanes must leave them alone.
         let bo = mem.alloc(&poison::<T>(n + 5));
         let grid = n.div_ceil(block) as u32;
-        run(&k, [grid, 1, 1], &[Arg::ptr(bx), Arg::ptr(by), Arg::ptr(bo), Arg::I32(n as i32)], &mut mem).unwrap();
+        run(
+            &k,
+            [grid, 1, 1],
+            &[Arg::ptr(bx), Arg::ptr(by), Arg::ptr(bo), Arg::I32(n as i32)],
+            &mut mem,
+        )
+        .unwrap();
         let out: Vec<T> = mem.read(bo);
         for i in 0..n {
             // Two roundings to T: y*3, then x + that; both exact in f64 before rounding.
             let r = T::from_f64(x[i].to_f64() + T::from_f64(y[i].to_f64() * 3.0).to_f64());
-            assert_eq!(out[i].to_f64(), r.to_f64(), "{e} axpy[{i}] of {n}: x={:?} y={:?}", x[i], y[i]);
+            assert_eq!(
+                out[i].to_f64(),
+                r.to_f64(),
+                "{e} axpy[{i}] of {n}: x={:?} y={:?}",
+                x[i],
+                y[i]
+            );
         }
         for (i, g) in out[n..].iter().enumerate() {
             assert!(g.to_f64().is_nan(), "{e}: guard element {i} past n={n} was written");
@@ -66,7 +78,9 @@ fn check_axpy<T: Float + HostElem>(rng: &mut Rng, lo: f64, hi: f64) {
             Elem::BF16 => 1.6e-2,
             _ => 0.13,
         };
-        let scale: Vec<f64> = (0..n).map(|i| x[i].to_f64().abs() + 3.0 * y[i].to_f64().abs()).collect();
+        let scale: Vec<f64> = (0..n)
+            .map(|i| x[i].to_f64().abs() + 3.0 * y[i].to_f64().abs())
+            .collect();
         assert_close_scaled(&format!("axpy {e}"), &to_f64(&out[..n]), &want, Some(&scale), rtol, 0.0);
     }
 }
@@ -89,7 +103,13 @@ fn pointer_arguments_with_offsets() {
     let bx = mem.alloc(&x);
     let bo = mem.alloc(&poison::<f32>(100));
     // out[i] = x[10 + i] + 3 * x[150 + i] for i < 100.
-    run(&k, [2, 1, 1], &[Arg::ptr_at(bx, 10), Arg::ptr_at(bx, 150), Arg::ptr(bo), Arg::I32(100)], &mut mem).unwrap();
+    run(
+        &k,
+        [2, 1, 1],
+        &[Arg::ptr_at(bx, 10), Arg::ptr_at(bx, 150), Arg::ptr(bo), Arg::I32(100)],
+        &mut mem,
+    )
+    .unwrap();
     let out: Vec<f32> = mem.read(bo);
     for i in 0..100 {
         assert_eq!(out[i], x[10 + i] + x[150 + i] * 3.0);
@@ -107,7 +127,20 @@ fn math_functions() {
             let out = Tile::<Ptr<T>>::from_value(a[1]);
             let offs = arange(256);
             let v = load(x + offs, true);
-            let results = [exp(v), log(abs(v)), sqrt(abs(v)), rsqrt(abs(v)), tanh(v), sigmoid(v), silu(v), softplus(v), exp2(v), log2(abs(v)), maximum(v, -v), minimum(v, v * full([256], T::from_f64(0.5)))];
+            let results = [
+                exp(v),
+                log(abs(v)),
+                sqrt(abs(v)),
+                rsqrt(abs(v)),
+                tanh(v),
+                sigmoid(v),
+                silu(v),
+                softplus(v),
+                exp2(v),
+                log2(abs(v)),
+                maximum(v, -v),
+                minimum(v, v * full([256], T::from_f64(0.5))),
+            ];
             let _ = &results;
             for (i, r) in results.iter().enumerate() {
                 store(out + offs + (256 * i), *r, true);
@@ -141,7 +174,14 @@ fn math_functions() {
         ];
         for (j, f) in fs.iter().enumerate() {
             let want: Vec<f64> = xs.iter().map(|&v| f(v)).collect();
-            assert_close_scaled(&format!("{e} math #{j}"), &out[j * 256..(j + 1) * 256], &want, None, rtol, 1e-30);
+            assert_close_scaled(
+                &format!("{e} math #{j}"),
+                &out[j * 256..(j + 1) * 256],
+                &want,
+                None,
+                rtol,
+                1e-30,
+            );
         }
     }
     let mut rng = Rng::new("math");

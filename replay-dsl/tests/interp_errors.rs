@@ -36,14 +36,24 @@ fn out_of_bounds_load_names_kernel_op_program_and_offset() {
     // n = 150 exceeds x (100 elements): program 1 (offsets 64..128) reads x[100].
     let err = run(&k, [3, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(150)], &mut mem).unwrap_err();
     match &err {
-        InterpError::OutOfBounds { kernel, op, program, buffer, offset, len } => {
+        InterpError::OutOfBounds {
+            kernel,
+            op,
+            program,
+            buffer,
+            offset,
+            len,
+        } => {
             assert_eq!((kernel.as_str(), op.as_str(), *program), ("scale", "load", [1, 0, 0]));
             assert_eq!((*buffer, *offset, *len), (x.0, 100, 100));
         }
         e => panic!("unexpected {e}"),
     }
     let msg = err.to_string();
-    assert!(msg.contains("scale") && msg.contains("load") && msg.contains("100"), "{msg}");
+    assert!(
+        msg.contains("scale") && msg.contains("load") && msg.contains("100"),
+        "{msg}"
+    );
     // Program 0 completed before the fault; program 1 stored nothing.
     let o = mem.read::<f32>(out);
     assert!(o[..64].iter().all(|&v| v == 2.0));
@@ -72,13 +82,31 @@ fn negative_offsets_and_masked_lanes() {
     let mut mem = Memory::new();
     let x = mem.alloc(&[1.0f32; 64]);
     let out = mem.alloc(&[0.0f32; 64]);
-    let err = run(&k, [1, 1, 1], &[Arg::ptr_at(x, -1), Arg::ptr(out), Arg::I32(64)], &mut mem).unwrap_err();
+    let err = run(
+        &k,
+        [1, 1, 1],
+        &[Arg::ptr_at(x, -1), Arg::ptr(out), Arg::I32(64)],
+        &mut mem,
+    )
+    .unwrap_err();
     assert!(matches!(&err, InterpError::OutOfBounds { offset: -1, .. }), "{err}");
     // Masked-off lanes may point anywhere: n = 1 with x shifted to its last element is fine.
-    run(&k, [1, 1, 1], &[Arg::ptr_at(x, 63), Arg::ptr_at(out, 63), Arg::I32(1)], &mut mem).unwrap();
+    run(
+        &k,
+        [1, 1, 1],
+        &[Arg::ptr_at(x, 63), Arg::ptr_at(out, 63), Arg::I32(1)],
+        &mut mem,
+    )
+    .unwrap();
     assert_eq!(mem.read::<f32>(out)[63], 2.0);
     // Pointers far outside every buffer.
-    let err = run(&k, [1, 1, 1], &[Arg::ptr_at(x, i64::MAX - 10), Arg::ptr(out), Arg::I32(64)], &mut mem).unwrap_err();
+    let err = run(
+        &k,
+        [1, 1, 1],
+        &[Arg::ptr_at(x, i64::MAX - 10), Arg::ptr(out), Arg::I32(64)],
+        &mut mem,
+    )
+    .unwrap_err();
     assert!(matches!(&err, InterpError::OutOfBounds { .. }), "{err}");
 }
 
@@ -89,7 +117,14 @@ fn wrong_argument_count_and_types() {
     let x = mem.alloc(&[1.0f32; 64]);
     let h = mem.alloc(&[f16::ONE; 64]);
     let err = run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(x)], &mut mem).unwrap_err();
-    assert_eq!(err, InterpError::ArgCount { kernel: "scale".into(), expected: 3, got: 2 });
+    assert_eq!(
+        err,
+        InterpError::ArgCount {
+            kernel: "scale".into(),
+            expected: 3,
+            got: 2
+        }
+    );
     let err = run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(x), Arg::F32(1.0)], &mut mem).unwrap_err();
     assert!(
         matches!(&err, InterpError::ArgType { kernel, index: 2, param, expected: DType::Val(Elem::I32), .. } if kernel == "scale" && param == "n"),
@@ -100,10 +135,19 @@ fn wrong_argument_count_and_types() {
     assert!(matches!(&err, InterpError::ArgType { index: 0, .. }), "{err}");
     // A pointer into a buffer of another element type.
     let err = run(&k, [1, 1, 1], &[Arg::ptr(h), Arg::ptr(x), Arg::I32(1)], &mut mem).unwrap_err();
-    assert!(matches!(&err, InterpError::ArgType { index: 0, param, .. } if param == "x"), "{err}");
+    assert!(
+        matches!(&err, InterpError::ArgType { index: 0, param, .. } if param == "x"),
+        "{err}"
+    );
     assert!(err.to_string().contains("f16"), "{err}");
     // A buffer that does not exist.
-    let err = run(&k, [1, 1, 1], &[Arg::ptr(BufferId(99)), Arg::ptr(x), Arg::I32(1)], &mut mem).unwrap_err();
+    let err = run(
+        &k,
+        [1, 1, 1],
+        &[Arg::ptr(BufferId(99)), Arg::ptr(x), Arg::I32(1)],
+        &mut mem,
+    )
+    .unwrap_err();
     assert!(matches!(&err, InterpError::ArgType { index: 0, .. }), "{err}");
 }
 
@@ -123,7 +167,10 @@ fn loop_step_must_be_positive() {
     assert_eq!(mem.read::<i32>(out), vec![4]);
     for step in [0, -2] {
         let err = run(&k, [1, 1, 1], &[Arg::ptr(out), Arg::I32(step)], &mut mem).unwrap_err();
-        assert!(matches!(&err, InterpError::BadStep { op, step: s, .. } if op == "for" && *s == step as i64), "{err}");
+        assert!(
+            matches!(&err, InterpError::BadStep { op, step: s, .. } if op == "for" && *s == step as i64),
+            "{err}"
+        );
     }
 }
 
@@ -134,7 +181,9 @@ fn faults_inside_loops_and_branches_are_reported() {
         let x = Tile::<Ptr<f32>>::from_value(a[0]);
         let out = Tile::<Ptr<f32>>::from_value(a[1]);
         let n = Tile::<i32>::from_value(a[2]);
-        let acc = for_range(range_step(0, n, 16), zeros::<f32>([16]), |i, acc| acc + load(x + i + arange(16), true));
+        let acc = for_range(range_step(0, n, 16), zeros::<f32>([16]), |i, acc| {
+            acc + load(x + i + arange(16), true)
+        });
         store(out + arange(16), acc, true);
     })
     .unwrap();
@@ -142,7 +191,10 @@ fn faults_inside_loops_and_branches_are_reported() {
     let x = mem.alloc(&[1.0f32; 40]);
     let out = mem.alloc(&[0.0f32; 16]);
     let err = run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(48)], &mut mem).unwrap_err();
-    assert!(matches!(&err, InterpError::OutOfBounds { op, offset: 40, .. } if op == "load"), "{err}");
+    assert!(
+        matches!(&err, InterpError::OutOfBounds { op, offset: 40, .. } if op == "load"),
+        "{err}"
+    );
     assert_eq!(err.kernel(), "loopfault");
     assert_eq!(err.program(), Some([0, 0, 0]));
 }

@@ -25,12 +25,20 @@ fn matmul_kernel<T: Float + HostElem>(bm: usize, bn: usize, bk: usize) -> Kernel
         val("n", Elem::I32),
         val("k", Elem::I32),
     ];
-    let cx = vec![("BM".into(), bm as i64), ("BN".into(), bn as i64), ("BK".into(), bk as i64)];
+    let cx = vec![
+        ("BM".into(), bm as i64),
+        ("BN".into(), bn as i64),
+        ("BK".into(), bk as i64),
+    ];
     trace("matmul", params, cx, 4, |p| {
         let a = Tile::<Ptr<T>>::from_value(p[0]);
         let b = Tile::<Ptr<T>>::from_value(p[1]);
         let c = Tile::<Ptr<f32>>::from_value(p[2]);
-        let (m, n, k) = (Tile::<i32>::from_value(p[3]), Tile::<i32>::from_value(p[4]), Tile::<i32>::from_value(p[5]));
+        let (m, n, k) = (
+            Tile::<i32>::from_value(p[3]),
+            Tile::<i32>::from_value(p[4]),
+            Tile::<i32>::from_value(p[5]),
+        );
         let rm = (program_id(0) * bm + arange(bm)).expand_dims(1); // [BM, 1]
         let rn = (program_id(1) * bn + arange(bn)).expand_dims(0); // [1, BN]
         let rk = arange(bk);
@@ -41,12 +49,20 @@ fn matmul_kernel<T: Float + HostElem>(bm: usize, bn: usize, bk: usize) -> Kernel
             let bt = load(b + kb * n + rn, kb.compare(CmpOp::Lt, k).and(rn.compare(CmpOp::Lt, n)));
             dot_acc(at, bt, acc)
         });
-        store(c + rm * n + rn, acc, rm.compare(CmpOp::Lt, m).and(rn.compare(CmpOp::Lt, n)));
+        store(
+            c + rm * n + rn,
+            acc,
+            rm.compare(CmpOp::Lt, m).and(rn.compare(CmpOp::Lt, n)),
+        );
     })
     .unwrap()
 }
 
-fn check_matmul<T: Float + HostElem>(rng: &mut Rng, (bm, bn, bk): (usize, usize, usize), (m, n, k): (usize, usize, usize)) {
+fn check_matmul<T: Float + HostElem>(
+    rng: &mut Rng,
+    (bm, bn, bk): (usize, usize, usize),
+    (m, n, k): (usize, usize, usize),
+) {
     let e = <T as HostElem>::ELEM;
     let kern = matmul_kernel::<T>(bm, bn, bk);
     let a: Vec<T> = rng.vec(m * k, -2.0, 2.0);
@@ -56,7 +72,14 @@ fn check_matmul<T: Float + HostElem>(rng: &mut Rng, (bm, bn, bk): (usize, usize,
     let bc = mem.alloc(&poison::<f32>(m * n));
     let grid = [m.div_ceil(bm) as u32, n.div_ceil(bn) as u32, 1];
     let t = std::time::Instant::now();
-    let args = [Arg::ptr(ba), Arg::ptr(bb), Arg::ptr(bc), Arg::I32(m as i32), Arg::I32(n as i32), Arg::I32(k as i32)];
+    let args = [
+        Arg::ptr(ba),
+        Arg::ptr(bb),
+        Arg::ptr(bc),
+        Arg::I32(m as i32),
+        Arg::I32(n as i32),
+        Arg::I32(k as i32),
+    ];
     run(&kern, grid, &args, &mut mem).unwrap();
     eprintln!("matmul {e} {m}x{n}x{k} tiles {bm}x{bn}x{bk}: {:?}", t.elapsed());
     let c: Vec<f32> = mem.read(bc);
@@ -75,13 +98,24 @@ fn check_matmul<T: Float + HostElem>(rng: &mut Rng, (bm, bn, bk): (usize, usize,
             assert_eq!(c[i * n + j], r, "{e} C[{i},{j}]: not k-ascending f32 fma accumulation");
         }
     }
-    assert_close_scaled(&format!("matmul {e} {m}x{n}x{k}"), &to_f64(&c), &want, Some(&scale), 1e-5, 0.0);
+    assert_close_scaled(
+        &format!("matmul {e} {m}x{n}x{k}"),
+        &to_f64(&c),
+        &want,
+        Some(&scale),
+        1e-5,
+        0.0,
+    );
 }
 
 #[test]
 fn tiled_matmul_with_runtime_k_loop_and_tails() {
     let mut rng = Rng::new("matmul");
-    let (m, n, k) = (rng.int(65, 127) as usize, rng.int(40, 95) as usize, rng.int(33, 80) as usize);
+    let (m, n, k) = (
+        rng.int(65, 127) as usize,
+        rng.int(40, 95) as usize,
+        rng.int(33, 80) as usize,
+    );
     check_matmul::<f32>(&mut rng, (32, 32, 16), (m, n, k));
     check_matmul::<f16>(&mut rng, (32, 16, 16), (m, n, k));
     check_matmul::<bf16>(&mut rng, (16, 32, 32), (m, n, k));

@@ -48,7 +48,13 @@ fn check_softmax<T: Float + HostElem>(rng: &mut Rng, rtol: f64, atol: f64) {
     let bx = mem.alloc(&x);
     let bo = mem.alloc(&poison::<T>(m * n));
     let grid = m.div_ceil(rows) as u32;
-    run(&k, [grid, 1, 1], &[Arg::ptr(bx), Arg::ptr(bo), Arg::I32(m as i32), Arg::I32(n as i32)], &mut mem).unwrap();
+    run(
+        &k,
+        [grid, 1, 1],
+        &[Arg::ptr(bx), Arg::ptr(bo), Arg::I32(m as i32), Arg::I32(n as i32)],
+        &mut mem,
+    )
+    .unwrap();
     let out = to_f64(&mem.read::<T>(bo));
     let xs = to_f64(&x);
     let mut want = vec![0.0; m * n];
@@ -80,7 +86,12 @@ fn row_softmax() {
 #[test]
 fn reductions_on_both_axes() {
     let (r, c) = (8usize, 16usize);
-    let params = vec![ptr("x", Elem::F32), ptr("xi", Elem::I32), ptr("out", Elem::F32), ptr("outi", Elem::I32)];
+    let params = vec![
+        ptr("x", Elem::F32),
+        ptr("xi", Elem::I32),
+        ptr("out", Elem::F32),
+        ptr("outi", Elem::I32),
+    ];
     let k = trace("reductions", params, vec![], 4, |a| {
         let x = Tile::<Ptr<f32>>::from_value(a[0]);
         let xi = Tile::<Ptr<i32>>::from_value(a[1]);
@@ -106,7 +117,13 @@ fn reductions_on_both_axes() {
     let (bx, bxi) = (mem.alloc(&x), mem.alloc(&xi));
     let bo = mem.alloc(&poison::<f32>(2 * c + 2 * r + 1));
     let boi = mem.alloc(&vec![i32::MIN; c + r + 1]);
-    run(&k, [1, 1, 1], &[Arg::ptr(bx), Arg::ptr(bxi), Arg::ptr(bo), Arg::ptr(boi)], &mut mem).unwrap();
+    run(
+        &k,
+        [1, 1, 1],
+        &[Arg::ptr(bx), Arg::ptr(bxi), Arg::ptr(bo), Arg::ptr(boi)],
+        &mut mem,
+    )
+    .unwrap();
     let out = to_f64(&mem.read::<f32>(bo));
     let outi = mem.read::<i32>(boi);
     let at = |i: usize, j: usize| x[i * c + j] as f64;
@@ -183,7 +200,13 @@ fn check_scans<T: Float + HostElem>(rng: &mut Rng, rtol: f64) {
         let mut mem = Memory::new();
         let bx = mem.alloc(&x);
         let bo = mem.alloc(&poison::<T>(4 * total));
-        run(&k, [g as u32, 1, 1], &[Arg::ptr(bx), Arg::ptr(bo), Arg::I32(total as i32)], &mut mem).unwrap();
+        run(
+            &k,
+            [g as u32, 1, 1],
+            &[Arg::ptr(bx), Arg::ptr(bo), Arg::I32(total as i32)],
+            &mut mem,
+        )
+        .unwrap();
         to_f64(&mem.read::<T>(bo))
     };
     // f64 reference (want, with scale Σ|x| resp. |Π x|) and the documented sequential order
@@ -199,7 +222,11 @@ fn check_scans<T: Float + HostElem>(rng: &mut Rng, rtol: f64) {
                 s += xs[q];
                 sa += xs[q].abs();
                 pr *= xs[q];
-                (es, ep) = if n == 0 { (xs[q], xs[q]) } else { (round(es + xs[q]), round(ep * xs[q])) };
+                (es, ep) = if n == 0 {
+                    (xs[q], xs[q])
+                } else {
+                    (round(es + xs[q]), round(ep * xs[q]))
+                };
                 (want[sum_at + q], scale[sum_at + q], emu[sum_at + q]) = (s, sa, es);
                 (want[prod_at + q], scale[prod_at + q], emu[prod_at + q]) = (pr, pr.abs(), ep);
             }
@@ -212,10 +239,20 @@ fn check_scans<T: Float + HostElem>(rng: &mut Rng, rtol: f64) {
         }
     }
     let out = launch(true);
-    assert_close_scaled(&format!("{e} cumsum/cumprod in f32"), &out, &want, Some(&scale), rtol, 0.0);
+    assert_close_scaled(
+        &format!("{e} cumsum/cumprod in f32"),
+        &out,
+        &want,
+        Some(&scale),
+        rtol,
+        0.0,
+    );
     let native = launch(false);
     for i in 0..4 * total {
-        assert_eq!(native[i], emu[i], "{e} native scan element {i}: not the sequential order");
+        assert_eq!(
+            native[i], emu[i],
+            "{e} native scan element {i}: not the sequential order"
+        );
     }
 }
 
@@ -229,14 +266,20 @@ fn cumsum_and_cumprod_on_2d_tiles() {
 
 #[test]
 fn integer_cumsum_wraps() {
-    let k = trace("iscan", vec![ptr("x", Elem::I32), ptr("out", Elem::I32)], vec![], 4, |a| {
-        let x = Tile::<Ptr<i32>>::from_value(a[0]);
-        let out = Tile::<Ptr<i32>>::from_value(a[1]);
-        let offs = arange(4).expand_dims(1) * 8 + arange(8).expand_dims(0);
-        let v = load(x + offs, true);
-        store(out + offs, cumsum(v, 1), true);
-        store(out + (offs + 32), cumprod(v, 0), true);
-    })
+    let k = trace(
+        "iscan",
+        vec![ptr("x", Elem::I32), ptr("out", Elem::I32)],
+        vec![],
+        4,
+        |a| {
+            let x = Tile::<Ptr<i32>>::from_value(a[0]);
+            let out = Tile::<Ptr<i32>>::from_value(a[1]);
+            let offs = arange(4).expand_dims(1) * 8 + arange(8).expand_dims(0);
+            let v = load(x + offs, true);
+            store(out + offs, cumsum(v, 1), true);
+            store(out + (offs + 32), cumprod(v, 0), true);
+        },
+    )
     .unwrap();
     let mut rng = Rng::new("iscan");
     let x: Vec<i32> = (0..32).map(|_| rng.int(-2_000_000_000, 2_000_000_000) as i32).collect();

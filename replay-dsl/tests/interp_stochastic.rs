@@ -19,19 +19,35 @@ fn neighbours(x: f32, to: Elem) -> Option<(f64, f64)> {
         Elem::F16 => {
             let n = f16::from_f64(a);
             let b = n.to_bits();
-            (n.to_f64(), f16::from_bits(b + 1).to_f64(), if b == 0 { 0.0 } else { f16::from_bits(b - 1).to_f64() })
+            (
+                n.to_f64(),
+                f16::from_bits(b + 1).to_f64(),
+                if b == 0 { 0.0 } else { f16::from_bits(b - 1).to_f64() },
+            )
         }
         Elem::BF16 => {
             let n = bf16::from_f32(a as f32);
             let b = n.to_bits();
-            (n.to_f64(), bf16::from_bits(b + 1).to_f64(), if b == 0 { 0.0 } else { bf16::from_bits(b - 1).to_f64() })
+            (
+                n.to_f64(),
+                bf16::from_bits(b + 1).to_f64(),
+                if b == 0 { 0.0 } else { bf16::from_bits(b - 1).to_f64() },
+            )
         }
         Elem::F8E4M3 => {
             let n = F8E4M3::from_f64(a);
             let b = n.to_bits();
             // 0x7e = 448 is the largest finite; 0x7f is NaN: saturate.
-            let up = if b >= 0x7e { 448.0 } else { F8E4M3::from_bits(b + 1).to_f64() };
-            (n.to_f64(), up, if b == 0 { 0.0 } else { F8E4M3::from_bits(b - 1).to_f64() })
+            let up = if b >= 0x7e {
+                448.0
+            } else {
+                F8E4M3::from_bits(b + 1).to_f64()
+            };
+            (
+                n.to_f64(),
+                up,
+                if b == 0 { 0.0 } else { F8E4M3::from_bits(b - 1).to_f64() },
+            )
         }
         _ => unreachable!(),
     };
@@ -61,7 +77,11 @@ fn result_is_one_of_the_two_neighbours() {
             match neighbours(x, to) {
                 None => assert_eq!(y, x as f64, "{to}: exact {x:e} changed"),
                 Some((lo, hi)) => {
-                    let hi = if to == Elem::F16 && hi > 65504.0 { f64::INFINITY } else { hi };
+                    let hi = if to == Elem::F16 && hi > 65504.0 {
+                        f64::INFINITY
+                    } else {
+                        hi
+                    };
                     let (lo, hi) = (lo.copysign(x as f64), hi.copysign(x as f64));
                     assert!(y == lo || y == hi, "{to}: sr({x:e}, {r}) = {y}, not in {{{lo}, {hi}}}");
                 }
@@ -85,7 +105,11 @@ fn exact_values_are_unchanged_for_every_bits() {
                 continue;
             }
             for r in [0, 1, rng.u32(), u32::MAX] {
-                assert_eq!(stochastic_round(x, r, to).to_bits(), (x as f64).to_bits(), "{to}: {x:e}, bits {r}");
+                assert_eq!(
+                    stochastic_round(x, r, to).to_bits(),
+                    (x as f64).to_bits(),
+                    "{to}: {x:e}, bits {r}"
+                );
             }
         }
     }

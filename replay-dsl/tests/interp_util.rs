@@ -10,10 +10,15 @@ pub struct Rng(u64);
 
 impl Rng {
     pub fn new(test: &str) -> Rng {
-        let seed = std::env::var("REPLAY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-            t.as_nanos() as u64 ^ (std::process::id() as u64).rotate_left(32)
-        });
+        let seed = std::env::var("REPLAY_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap();
+                t.as_nanos() as u64 ^ (std::process::id() as u64).rotate_left(32)
+            });
         eprintln!("{test}: REPLAY_SEED={seed}");
         Rng(seed)
     }
@@ -45,11 +50,19 @@ impl Rng {
 }
 
 pub fn ptr(name: &str, e: Elem) -> Param {
-    Param { name: name.into(), dtype: DType::Ptr(e), divisibility: 16 }
+    Param {
+        name: name.into(),
+        dtype: DType::Ptr(e),
+        divisibility: 16,
+    }
 }
 
 pub fn val(name: &str, e: Elem) -> Param {
-    Param { name: name.into(), dtype: DType::Val(e), divisibility: 1 }
+    Param {
+        name: name.into(),
+        dtype: DType::Val(e),
+        divisibility: 1,
+    }
 }
 
 /// Checks `|got − want| ≤ rtol·scale + atol` elementwise, where `scale` is `|want|` (or the
@@ -66,7 +79,11 @@ pub fn assert_close_scaled(what: &str, got: &[f64], want: &[f64], scale: Option<
         }
         let s = scale.map_or(w.abs(), |s| s[i]);
         let err = (g - w).abs();
-        assert!(err <= rtol * s + atol, "{what}[{i}]: got {g}, want {w} (error {err:e}, bound {:e})", rtol * s + atol);
+        assert!(
+            err <= rtol * s + atol,
+            "{what}[{i}]: got {g}, want {w} (error {err:e}, bound {:e})",
+            rtol * s + atol
+        );
         if s > 0.0 && rtol * s >= atol {
             worst = worst.max(err / s);
         }

@@ -196,7 +196,10 @@ impl Gen<'_> {
             return s.to_vec();
         }
         let rank = self.pick(s.len() + 1);
-        s[s.len() - rank..].iter().map(|&d| if self.pick(2) == 1 { 1 } else { d }).collect()
+        s[s.len() - rank..]
+            .iter()
+            .map(|&d| if self.pick(2) == 1 { 1 } else { d })
+            .collect()
     }
     fn leaf(&mut self, ty: Ty, shape: Vec<usize>) -> N {
         // loads 3/5, constants 1/5, scalar parameters 1/5 (rank 0 only; else loads)
@@ -210,7 +213,12 @@ impl Gen<'_> {
                 } else {
                     None
                 };
-                self.inputs.push(Input { ty, shape: shape.clone(), param, mask });
+                self.inputs.push(Input {
+                    ty,
+                    shape: shape.clone(),
+                    param,
+                    mask,
+                });
                 Node::Load(k)
             }
             3 => Node::Const(self.value(ty)),
@@ -225,22 +233,42 @@ impl Gen<'_> {
             V::I(_) => Ty::I,
             V::B(_) => Ty::B,
         };
-        Box::new(N { node: Node::Const(x), ty, shape: vec![] })
+        Box::new(N {
+            node: Node::Const(x),
+            ty,
+            shape: vec![],
+        })
     }
     fn un(op: Un, a: Box<N>) -> Box<N> {
         let (ty, shape) = (a.ty, a.shape.clone());
-        Box::new(N { node: Node::Un(op, a), ty, shape })
+        Box::new(N {
+            node: Node::Un(op, a),
+            ty,
+            shape,
+        })
     }
     fn bin(op: Bin, a: Box<N>, b: Box<N>) -> Box<N> {
         let ty = a.ty;
-        let shape = if a.shape.len() >= b.shape.len() { a.shape.clone() } else { b.shape.clone() };
+        let shape = if a.shape.len() >= b.shape.len() {
+            a.shape.clone()
+        } else {
+            b.shape.clone()
+        };
         let shape = broadcast(&a.shape, &b.shape).unwrap_or(shape);
-        Box::new(N { node: Node::Bin(op, a, b), ty, shape })
+        Box::new(N {
+            node: Node::Bin(op, a, b),
+            ty,
+            shape,
+        })
     }
     /// Two children of type `ty` that broadcast to `s`.
     fn pair(&mut self, ty: Ty, s: &[usize], depth: usize) -> (Box<N>, Box<N>) {
         let other = self.sub_shape(s);
-        let (sa, sb) = if self.pick(2) == 0 { (s.to_vec(), other) } else { (other, s.to_vec()) };
+        let (sa, sb) = if self.pick(2) == 0 {
+            (s.to_vec(), other)
+        } else {
+            (other, s.to_vec())
+        };
         (Box::new(self.tree(ty, sa, depth)), Box::new(self.tree(ty, sb, depth)))
     }
     fn tree(&mut self, ty: Ty, s: Vec<usize>, depth: usize) -> N {
@@ -307,7 +335,18 @@ impl Gen<'_> {
             },
             Ty::I => match self.pick(18) {
                 k @ (0..=2 | 5..=9) => {
-                    let op = [Bin::Add, Bin::Sub, Bin::Mul, Bin::Div, Bin::Rem, Bin::Min, Bin::Max, Bin::And, Bin::Or, Bin::Xor][k];
+                    let op = [
+                        Bin::Add,
+                        Bin::Sub,
+                        Bin::Mul,
+                        Bin::Div,
+                        Bin::Rem,
+                        Bin::Min,
+                        Bin::Max,
+                        Bin::And,
+                        Bin::Or,
+                        Bin::Xor,
+                    ][k];
                     let (a, b) = self.pair(Ty::I, &s, d);
                     Node::Bin(op, a, b)
                 }
@@ -323,7 +362,10 @@ impl Gen<'_> {
                     let m = self.c(V::I(63));
                     Node::Bin([Bin::Shl, Bin::Shr][k - 10], a, Gen::bin(Bin::And, b, m))
                 }
-                k @ 12..=14 => Node::Un([Un::Neg, Un::Abs, Un::Not][k - 12], Box::new(self.tree(Ty::I, s.clone(), d))),
+                k @ 12..=14 => Node::Un(
+                    [Un::Neg, Un::Abs, Un::Not][k - 12],
+                    Box::new(self.tree(Ty::I, s.clone(), d)),
+                ),
                 15 => self.select(Ty::I, &s, d),
                 16 => Node::Cast(Box::new(self.tree(Ty::F, s.clone(), d))),
                 _ => Node::Cast(Box::new(self.tree(Ty::B, s.clone(), d))),
@@ -384,7 +426,13 @@ const MAX_NUMEL: usize = 2048;
 
 impl Case {
     fn generate(choices: &[u32]) -> Case {
-        let mut g = Gen { choices, pos: 0, inputs: vec![], params: vec![], depth_root: None };
+        let mut g = Gen {
+            choices,
+            pos: 0,
+            inputs: vec![],
+            params: vec![],
+            depth_root: None,
+        };
         let rank = 1 + g.pick(2);
         let mut shape: Vec<usize> = (0..rank).map(|_| 1 << g.pick(9)).collect();
         while numel(&shape) > MAX_NUMEL {
@@ -395,20 +443,40 @@ impl Case {
         let num_warps = [4, 1, 2, 8][g.pick(4)];
         let ty = [Ty::F, Ty::I, Ty::B][if g.chance(30) { 1 + g.pick(2) } else { 0 }];
         g.param(ParamKind::Out);
-        let out_mask = if g.chance(20) { Some(g.param(ParamKind::Limit)) } else { None };
+        let out_mask = if g.chance(20) {
+            Some(g.param(ParamKind::Limit))
+        } else {
+            None
+        };
         let depth = 3 + g.pick(3);
         g.depth_root = Some(depth);
         let root = g.tree(ty, shape.clone(), depth);
-        Case { root, shape, inputs: g.inputs, params: g.params, out_mask, grid, num_warps }
+        Case {
+            root,
+            shape,
+            inputs: g.inputs,
+            params: g.params,
+            out_mask,
+            grid,
+            num_warps,
+        }
     }
 
     fn describe(&self) -> String {
         let mut s = String::new();
-        let _ = write!(s, "shape {:?}, grid {}, num_warps {}, ", self.shape, self.grid, self.num_warps);
+        let _ = write!(
+            s,
+            "shape {:?}, grid {}, num_warps {}, ",
+            self.shape, self.grid, self.num_warps
+        );
         let _ = write!(s, "out mask {:?}\nexpr: ", self.out_mask);
         fmt_node(&self.root, &mut s);
         for (k, i) in self.inputs.iter().enumerate() {
-            let _ = write!(s, "\n  in{k}: {:?} {:?} param {} mask {:?}", i.ty, i.shape, i.param, i.mask);
+            let _ = write!(
+                s,
+                "\n  in{k}: {:?} {:?} param {} mask {:?}",
+                i.ty, i.shape, i.param, i.mask
+            );
         }
         s
     }
@@ -708,7 +776,10 @@ fn make_data(c: &Case, rng: &mut Rand) -> Vec<Data> {
 /// The flat index, in a tile of `shape`, of the element that broadcasts to `idx` of the output.
 fn project(shape: &[usize], idx: &[usize]) -> usize {
     let off = idx.len() - shape.len();
-    shape.iter().enumerate().fold(0, |acc, (d, &n)| acc * n + if n == 1 { 0 } else { idx[off + d] })
+    shape
+        .iter()
+        .enumerate()
+        .fold(0, |acc, (d, &n)| acc * n + if n == 1 { 0 } else { idx[off + d] })
 }
 
 fn fmin(a: f32, b: f32) -> f32 {
@@ -846,7 +917,9 @@ fn eval(n: &N, c: &Case, data: &[Data], pid: usize, idx: &[usize]) -> V {
             })
         }
         Node::Select(cond, x, y) => {
-            let V::B(cond) = eval(cond, c, data, pid, idx) else { unreachable!() };
+            let V::B(cond) = eval(cond, c, data, pid, idx) else {
+                unreachable!()
+            };
             // Evaluate both arms (as the tile program does), return one.
             let (x, y) = (eval(x, c, data, pid, idx), eval(y, c, data, pid, idx));
             if cond {
@@ -960,7 +1033,8 @@ fn check_interp(c: &Case, seed: u64) -> Result<(), String> {
     let optimized = replay_dsl::passes::run_all(kernel.clone(), &mut stages)
         .map_err(|e| format!("passes failed: {e}\n{}\n{kernel}", c.describe()))?;
     let got = interpret(&optimized, c, &data, sentinel)?;
-    compare("interpreter (IR after passes)", &got, &want, c).map_err(|e| format!("{e}\ntraced:\n{kernel}\noptimized:\n{optimized}"))
+    compare("interpreter (IR after passes)", &got, &want, c)
+        .map_err(|e| format!("{e}\ntraced:\n{kernel}\noptimized:\n{optimized}"))
 }
 
 fn choices() -> impl Strategy<Value = Vec<u32>> {
@@ -1121,7 +1195,11 @@ fn gpu_err(n: &N, c: &Case, data: &[Data], pid: usize, idx: &[usize]) -> f64 {
                     if ex == 0.0 {
                         return 0.0;
                     }
-                    let round = if *op == Un::RoundF16 { replay_dsl::host::round_f16 } else { replay_dsl::host::round_bf16 };
+                    let round = if *op == Un::RoundF16 {
+                        replay_dsl::host::round_f16
+                    } else {
+                        replay_dsl::host::round_bf16
+                    };
                     let (lo, hi) = (round(xv - ex), round(xv + ex));
                     if !lo.is_finite() || !hi.is_finite() {
                         return inf;
@@ -1213,7 +1291,10 @@ fn check_gpu(gpu: &Gpu, c: &Case, seed: u64) -> Result<(usize, usize), String> {
     let out = c.params.iter().position(|p| matches!(p, ParamKind::Out)).unwrap();
     let grid = [c.grid, 1, 1];
     let want = run_interp(&kernel, grid, &args)?.swap_remove(out);
-    let got = gpu.run(&kernel, grid, &args).map_err(|e| format!("{e}\n{}\n{kernel}", c.describe()))?.swap_remove(out);
+    let got = gpu
+        .run(&kernel, grid, &args)
+        .map_err(|e| format!("{e}\n{}\n{kernel}", c.describe()))?
+        .swap_remove(out);
     let size = c.root.ty.elem().bytes();
     let n = numel(&c.shape);
     let (mut compared, mut skipped, mut bad) = (0, 0, vec![]);
@@ -1243,7 +1324,11 @@ fn check_gpu(gpu: &Gpu, c: &Case, seed: u64) -> Result<(usize, usize), String> {
                 Ty::I => format!("{}", i32s(b)[0]),
                 Ty::B => format!("{:#04x}", b[0]),
             };
-            bad.push(format!("  element {i} (program {pid}, index {idx:?}): GPU {}, interpreter {} (allowed error {e:e})", show(g), show(w)));
+            bad.push(format!(
+                "  element {i} (program {pid}, index {idx:?}): GPU {}, interpreter {} (allowed error {e:e})",
+                show(g),
+                show(w)
+            ));
         }
     }
     if !bad.is_empty() {
@@ -1276,7 +1361,10 @@ fn gpu_matches_interpreter() {
         Ok(())
     });
     let (k, n, s) = counts.get();
-    eprintln!("{k} kernels on {}: {n} elements compared, {s} differing elements excused as unpredictable", gpu.name());
+    eprintln!(
+        "{k} kernels on {}: {n} elements compared, {s} differing elements excused as unpredictable",
+        gpu.name()
+    );
     if let Err(e) = result {
         panic!("{e}");
     }

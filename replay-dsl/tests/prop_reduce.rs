@@ -71,7 +71,13 @@ fn case() -> impl Strategy<Value = Case> {
     (
         any::<bool>(),
         shape,
-        prop_oneof![Just(Kind::Sum), Just(Kind::Max), Just(Kind::Min), Just(Kind::CumSum), Just(Kind::CumProd)],
+        prop_oneof![
+            Just(Kind::Sum),
+            Just(Kind::Max),
+            Just(Kind::Min),
+            Just(Kind::CumSum),
+            Just(Kind::CumProd)
+        ],
         any::<prop::sample::Index>(),
         any::<bool>(),
         any::<bool>(),
@@ -84,7 +90,16 @@ fn case() -> impl Strategy<Value = Case> {
             let a = axis.index(n_axes);
             let axis = (a < shape.len()).then_some(a);
             let normalize = normalize && !kind.is_scan() && axis.is_some();
-            Case { float, shape, kind, axis, masked, normalize, grid, num_warps }
+            Case {
+                float,
+                shape,
+                kind,
+                axis,
+                masked,
+                normalize,
+                grid,
+                num_warps,
+            }
         })
 }
 
@@ -181,7 +196,11 @@ fn body<T: El>(c: &Case, a: &[Value]) {
         (Kind::CumProd, Some(ax)) => cumprod(v, ax),
         _ => unreachable!(),
     };
-    let r = if c.normalize { v - r.expand_dims(c.axis.unwrap()) } else { r };
+    let r = if c.normalize {
+        v - r.expand_dims(c.axis.unwrap())
+    } else {
+        r
+    };
     let rs = result_shape(c);
     let base = out + program_id(0) * numel(&rs);
     if rs.is_empty() {
@@ -198,8 +217,14 @@ fn trace_case(c: &Case) -> Kernel {
         params.push(val("lim", Elem::I32));
     }
     let name = format!("prop_{:?}", c.kind).to_lowercase();
-    trace(&name, params, vec![], c.num_warps, |a| if c.float { body::<f32>(c, a) } else { body::<i32>(c, a) })
-        .unwrap_or_else(|e| panic!("trace failed: {e}\n{c:?}"))
+    trace(&name, params, vec![], c.num_warps, |a| {
+        if c.float {
+            body::<f32>(c, a)
+        } else {
+            body::<i32>(c, a)
+        }
+    })
+    .unwrap_or_else(|e| panic!("trace failed: {e}\n{c:?}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -222,7 +247,9 @@ fn strides(shape: &[usize]) -> Vec<usize> {
 fn lines(c: &Case) -> Vec<Vec<usize>> {
     let n = numel(&c.shape);
     let st = strides(&c.shape);
-    let Some(ax) = c.axis else { return vec![(0..n).collect()] };
+    let Some(ax) = c.axis else {
+        return vec![(0..n).collect()];
+    };
     let len = c.shape[ax];
     let line_of = |flat: usize| -> (usize, usize) {
         // (start of the line through `flat`, position of `flat` on it)
@@ -260,7 +287,13 @@ fn reference(c: &Case, xf: &[f32], xi: &[i32], lim: i32) -> Vec<Want> {
         let masked = |k: usize| c.masked && k as i64 >= lim as i64;
         for (o, line) in ls.iter().enumerate() {
             if c.float {
-                let get = |k: usize| if masked(k) { identity_f(c.kind) as f64 } else { xf[pid * n + k] as f64 };
+                let get = |k: usize| {
+                    if masked(k) {
+                        identity_f(c.kind) as f64
+                    } else {
+                        xf[pid * n + k] as f64
+                    }
+                };
                 let vals: Vec<f64> = line.iter().map(|&k| get(k)).collect();
                 let m = vals.len().saturating_sub(1);
                 let (w, err) = match c.kind {
@@ -347,7 +380,11 @@ fn interpret(kernel: &Kernel, c: &Case, d: &Data) -> Result<(Vec<f32>, Vec<i32>)
         args.push(Arg::I32(d.lim));
     }
     run(kernel, [c.grid, 1, 1], &args, &mut mem).map_err(|e| format!("interpreter error: {e}\n{c:?}"))?;
-    Ok(if c.float { (mem.read(out), vec![]) } else { (vec![], mem.read(out)) })
+    Ok(if c.float {
+        (mem.read(out), vec![])
+    } else {
+        (vec![], mem.read(out))
+    })
 }
 
 fn compare(what: &str, c: &Case, d: &Data, got: &(Vec<f32>, Vec<i32>), want: &[Want]) -> Result<(), String> {
@@ -369,7 +406,8 @@ fn check_interp(c: &Case, seed: u64) -> Result<(), String> {
     let want = reference(c, &d.xf, &d.xi, d.lim);
     let got = interpret(&kernel, c, &d)?;
     compare("interpreter (traced IR)", c, &d, &got, &want).map_err(|e| format!("{e}\n{kernel}"))?;
-    let optimized = replay_dsl::passes::run_all(kernel.clone(), &mut vec![]).map_err(|e| format!("passes failed: {e}\n{kernel}"))?;
+    let optimized = replay_dsl::passes::run_all(kernel.clone(), &mut vec![])
+        .map_err(|e| format!("passes failed: {e}\n{kernel}"))?;
     let got = interpret(&optimized, c, &d)?;
     compare("interpreter (IR after passes)", c, &d, &got, &want).map_err(|e| format!("{e}\n{optimized}"))
 }
@@ -425,22 +463,39 @@ fn check_gpu(gpu: &Gpu, c: &Case, seed: u64) -> Result<(), String> {
     let d = make_data(c, seed);
     let want = reference(c, &d.xf, &d.xi, d.lim);
     let out_len = c.grid as usize * numel(&result_shape(c));
-    let (elem, x) = if c.float { (Elem::F32, HArg::buf(&d.xf)) } else { (Elem::I32, HArg::buf(&d.xi)) };
+    let (elem, x) = if c.float {
+        (Elem::F32, HArg::buf(&d.xf))
+    } else {
+        (Elem::I32, HArg::buf(&d.xi))
+    };
     let mut args = vec![x, HArg::poisoned(elem, out_len)];
     if c.masked {
         args.push(HArg::I32(d.lim));
     }
     let grid = [c.grid, 1, 1];
-    let interp = run_interp(&kernel, grid, &args).map_err(|e| format!("{e}\n{c:?}"))?.swap_remove(1);
-    let got = gpu.run(&kernel, grid, &args).map_err(|e| format!("{e}\n{c:?}\n{kernel}"))?.swap_remove(1);
-    let (gf, itf, gi, iti) = if c.float { (f32s(&got), f32s(&interp), vec![], vec![]) } else { (vec![], vec![], i32s(&got), i32s(&interp)) };
+    let interp = run_interp(&kernel, grid, &args)
+        .map_err(|e| format!("{e}\n{c:?}"))?
+        .swap_remove(1);
+    let got = gpu
+        .run(&kernel, grid, &args)
+        .map_err(|e| format!("{e}\n{c:?}\n{kernel}"))?
+        .swap_remove(1);
+    let (gf, itf, gi, iti) = if c.float {
+        (f32s(&got), f32s(&interp), vec![], vec![])
+    } else {
+        (vec![], vec![], i32s(&got), i32s(&interp))
+    };
     let mut bad = vec![];
     for (i, w) in want.iter().enumerate() {
         let msg = match *w {
             Want::F(exact, err) => {
                 let (g, it) = (gf[i], itf[i]);
                 let exact_only = matches!(c.kind, Kind::Max | Kind::Min) && !c.normalize;
-                let ok = if exact_only { g.to_bits() == it.to_bits() || (g.is_nan() && it.is_nan()) } else { close(g, exact, 1.0, err) };
+                let ok = if exact_only {
+                    g.to_bits() == it.to_bits() || (g.is_nan() && it.is_nan())
+                } else {
+                    close(g, exact, 1.0, err)
+                };
                 (!ok).then(|| format!("GPU {g:?}, interpreter {it:?}, exact {exact} ± {err:e}"))
             }
             Want::I(_) => {

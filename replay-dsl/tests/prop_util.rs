@@ -12,7 +12,10 @@ use std::sync::OnceLock;
 /// property reports in seconds, not minutes, on a small machine). `PROPTEST_CASES` overrides
 /// the number of cases.
 pub fn config(cases: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(cases);
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(cases);
     Config {
         cases,
         max_shrink_iters: 400,
@@ -65,11 +68,19 @@ impl Rand {
 }
 
 pub fn ptr(name: &str, e: Elem) -> Param {
-    Param { name: name.into(), dtype: DType::Ptr(e), divisibility: 16 }
+    Param {
+        name: name.into(),
+        dtype: DType::Ptr(e),
+        divisibility: 16,
+    }
 }
 
 pub fn val(name: &str, e: Elem) -> Param {
-    Param { name: name.into(), dtype: DType::Val(e), divisibility: 1 }
+    Param {
+        name: name.into(),
+        dtype: DType::Val(e),
+        divisibility: 1,
+    }
 }
 
 /// `|got − want| ≤ tol · scale`, with NaN matching NaN and infinities matching exactly.
@@ -87,7 +98,11 @@ pub fn close(got: f32, want: f64, scale: f64, tol: f64) -> bool {
 pub fn compile_both(kernel: &Kernel) -> Result<Vec<(Target, String)>, String> {
     Target::ALL
         .iter()
-        .map(|&t| compile(kernel, t).map(|c| (t, c.ptx)).map_err(|e| format!("compile for {t}: {e}\n{kernel}")))
+        .map(|&t| {
+            compile(kernel, t)
+                .map(|c| (t, c.ptx))
+                .map_err(|e| format!("compile for {t}: {e}\n{kernel}"))
+        })
         .collect()
 }
 
@@ -99,8 +114,15 @@ pub fn ptxas() -> &'static PathBuf {
             return PathBuf::from(p);
         }
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-ptxas.sh");
-        let out = Command::new("bash").arg(&script).output().expect("run scripts/install-ptxas.sh");
-        assert!(out.status.success(), "install-ptxas.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .expect("run scripts/install-ptxas.sh");
+        assert!(
+            out.status.success(),
+            "install-ptxas.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let path = String::from_utf8(out.stdout).expect("utf-8 path");
         PathBuf::from(path.lines().last().expect("install-ptxas.sh prints the path").trim())
     })
@@ -250,7 +272,10 @@ impl Gpu {
             // Harness self-test on the interpreter: at least check that the kernel compiles.
             compile_both(kernel)?;
         }
-        let loaded = self.device.load_traced(kernel).map_err(|e| format!("loading on the GPU: {e}"))?;
+        let loaded = self
+            .device
+            .load_traced(kernel)
+            .map_err(|e| format!("loading on the GPU: {e}"))?;
         let mut bufs: Vec<Option<RawBuffer>> = vec![];
         for a in args {
             bufs.push(match a {
@@ -311,9 +336,19 @@ pub fn describe_args(args: &[HArg], kernel: &Kernel) -> String {
                 let shown: Vec<String> = vals
                     .iter()
                     .take(SHOWN)
-                    .map(|&v| if e.is_float() { format!("{:?}", v as f32) } else { format!("{v}") })
+                    .map(|&v| {
+                        if e.is_float() {
+                            format!("{:?}", v as f32)
+                        } else {
+                            format!("{v}")
+                        }
+                    })
                     .collect();
-                format!("{e}[{n}] = [{}{}]", shown.join(", "), if n > SHOWN { ", …" } else { "" })
+                format!(
+                    "{e}[{n}] = [{}{}]",
+                    shown.join(", "),
+                    if n > SHOWN { ", …" } else { "" }
+                )
             }
             other => format!("{other:?}"),
         };

@@ -7,9 +7,21 @@ use replay_dsl::{DType, Elem};
 #[test]
 fn traces_vector_add_and_softmax() {
     let params = vec![
-        Param { name: "x".into(), dtype: DType::Ptr(Elem::F32), divisibility: 16 },
-        Param { name: "out".into(), dtype: DType::Ptr(Elem::F32), divisibility: 16 },
-        Param { name: "n".into(), dtype: DType::Val(Elem::I32), divisibility: 1 },
+        Param {
+            name: "x".into(),
+            dtype: DType::Ptr(Elem::F32),
+            divisibility: 16,
+        },
+        Param {
+            name: "out".into(),
+            dtype: DType::Ptr(Elem::F32),
+            divisibility: 16,
+        },
+        Param {
+            name: "n".into(),
+            dtype: DType::Val(Elem::I32),
+            divisibility: 1,
+        },
     ];
     let k = trace("softmax", params, vec![("BLOCK".into(), 128)], 4, |a| {
         let x = Tile::<Ptr<f32>>::from_value(a[0]);

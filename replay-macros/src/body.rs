@@ -35,10 +35,7 @@ pub fn rewrite(sig: &KernelSig, block: &mut Block) -> Vec<syn::Error> {
 
 enum Frame {
     /// A loop: `runtime` for `for … in range(…)`.
-    Loop {
-        label: Option<String>,
-        runtime: bool,
-    },
+    Loop { label: Option<String>, runtime: bool },
     /// A labelled block (`'a: { … }`).
     Labeled(String),
     /// A closure written by the user.
@@ -113,10 +110,7 @@ fn callee_name(e: &Expr) -> Option<String> {
 /// `range(lo, hi)` / `range_step(lo, hi, step)`: a runtime loop.
 fn runtime_range(f: &ExprForLoop) -> bool {
     match strip(&f.expr) {
-        Expr::Call(c) => matches!(
-            callee_name(&c.func).as_deref(),
-            Some("range" | "range_step")
-        ),
+        Expr::Call(c) => matches!(callee_name(&c.func).as_deref(), Some("range" | "range_step")),
         _ => false,
     }
 }
@@ -141,19 +135,14 @@ fn lit_shape(e: &Expr) -> Option<LitShape> {
     match e {
         Expr::Paren(p) => lit_shape(&p.expr),
         Expr::Group(g) => lit_shape(&g.expr),
-        Expr::Lit(l) => {
-            matches!(l.lit, syn::Lit::Int(_) | syn::Lit::Float(_)).then_some(LitShape::Scalar)
-        }
+        Expr::Lit(l) => matches!(l.lit, syn::Lit::Int(_) | syn::Lit::Float(_)).then_some(LitShape::Scalar),
         Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => lit_shape(&u.expr),
-        Expr::Call(c) if callee_name(&c.func).as_deref() == Some("arange") && c.args.len() == 1 => {
-            match &c.args[0] {
-                Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Int(i),
-                    ..
-                }) => i.base10_parse().ok().map(LitShape::Vector),
-                _ => None,
-            }
-        }
+        Expr::Call(c) if callee_name(&c.func).as_deref() == Some("arange") && c.args.len() == 1 => match &c.args[0] {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i), ..
+            }) => i.base10_parse().ok().map(LitShape::Vector),
+            _ => None,
+        },
         Expr::Binary(b) if is_elementwise(&b.op) && is_cmp(&b.op).is_none() => {
             match (lit_shape(&b.left)?, lit_shape(&b.right)?) {
                 (LitShape::Scalar, s) | (s, LitShape::Scalar) => Some(s),
@@ -332,12 +321,7 @@ fn escapes(blocks: &[&Block]) -> bool {
                 Some(l) => self.found |= !self.labels.contains(&l.ident.to_string()),
             }
         }
-        fn with_label(
-            &mut self,
-            label: &Option<syn::Label>,
-            is_loop: bool,
-            f: impl FnOnce(&mut Self),
-        ) {
+        fn with_label(&mut self, label: &Option<syn::Label>, is_loop: bool, f: impl FnOnce(&mut Self)) {
             if let Some(l) = label {
                 self.labels.push(l.name.ident.to_string());
             }
@@ -425,12 +409,7 @@ impl Rewriter<'_> {
         quote!(#[allow(unused_assignments)] let () = { #t = #value; };)
     }
 
-    fn check_runtime_jump(
-        &mut self,
-        label: &Option<syn::Lifetime>,
-        tokens: &dyn ToTokens,
-        what: &str,
-    ) {
+    fn check_runtime_jump(&mut self, label: &Option<syn::Lifetime>, tokens: &dyn ToTokens, what: &str) {
         let wanted = label.as_ref().map(|l| l.ident.to_string());
         for f in self.frames.iter().rev() {
             match f {
@@ -615,16 +594,8 @@ impl Rewriter<'_> {
         let value = mixed("__replay_value");
         let state = mixed("__replay_state");
         let then_block = &i.then_branch;
-        let then_c = self.arm_closure(
-            &carried,
-            quote!(let #value = #then_block;),
-            quote!((#t, #value)),
-        );
-        let else_c = self.arm_closure(
-            &carried,
-            quote!(let #value = #else_block;),
-            quote!((#t, #value)),
-        );
+        let then_c = self.arm_closure(&carried, quote!(let #value = #then_block;), quote!((#t, #value)));
+        let else_c = self.arm_closure(&carried, quote!(let #value = #else_block;), quote!((#t, #value)));
         let call = quote!(#branch(#cond, #t, #then_c, #else_c));
         if carried.is_empty() {
             syn::parse_quote!(#call.1)
@@ -647,11 +618,7 @@ impl Rewriter<'_> {
             return;
         }
         if let Some((_, rp)) = self.sig.runtime_param(&name) {
-            let ty = if rp.ptr {
-                "a pointer"
-            } else {
-                "a runtime scalar"
-            };
+            let ty = if rp.ptr { "a pointer" } else { "a runtime scalar" };
             self.error(
                 id,
                 format!(
@@ -695,9 +662,7 @@ impl Rewriter<'_> {
             }
         }
         if is_elementwise(&b.op) {
-            if let (Some(LitShape::Vector(x)), Some(LitShape::Vector(y))) =
-                (lit_shape(&b.left), lit_shape(&b.right))
-            {
+            if let (Some(LitShape::Vector(x)), Some(LitShape::Vector(y))) = (lit_shape(&b.left), lit_shape(&b.right)) {
                 if x != y {
                     let op = b.op.to_token_stream();
                     self.error(
@@ -724,16 +689,12 @@ impl VisitMut for Rewriter<'_> {
                         block.stmts.push(Stmt::Expr(e, None));
                     } else {
                         let ts = self.if_statement(i);
-                        block
-                            .stmts
-                            .push(syn::parse2(ts).expect("generated statement parses"));
+                        block.stmts.push(syn::parse2(ts).expect("generated statement parses"));
                     }
                 }
                 Stmt::Expr(Expr::ForLoop(f), _) if runtime_range(&f) => {
                     let ts = self.runtime_for(f);
-                    block
-                        .stmts
-                        .push(syn::parse2(ts).expect("generated statement parses"));
+                    block.stmts.push(syn::parse2(ts).expect("generated statement parses"));
                 }
                 Stmt::Item(item) => block.stmts.push(Stmt::Item(item)),
                 mut other => {
@@ -767,8 +728,7 @@ impl VisitMut for Rewriter<'_> {
                         if let Expr::Path(p) = strip(bound) {
                             if let Some(id) = p.path.get_ident() {
                                 let name = id.to_string();
-                                let runtime =
-                                    self.sig.runtime_param(&name).is_some_and(|(_, rp)| !rp.ptr);
+                                let runtime = self.sig.runtime_param(&name).is_some_and(|(_, rp)| !rp.ptr);
                                 if runtime && !self.let_names.contains(&name) {
                                     self.error(
                                         id,
@@ -788,10 +748,16 @@ impl VisitMut for Rewriter<'_> {
                 self.frames.pop();
             }
             Expr::While(w) => {
-                self.error(w.while_token, "`while` loops are not supported in kernels; use `for i in range(lo, hi)` for runtime loops");
+                self.error(
+                    w.while_token,
+                    "`while` loops are not supported in kernels; use `for i in range(lo, hi)` for runtime loops",
+                );
             }
             Expr::Loop(l) => {
-                self.error(l.loop_token, "`loop` is not supported in kernels; use `for i in range(lo, hi)` for runtime loops");
+                self.error(
+                    l.loop_token,
+                    "`loop` is not supported in kernels; use `for i in range(lo, hi)` for runtime loops",
+                );
             }
             Expr::Return(r) => {
                 if self.user_closures == 0 {
@@ -823,11 +789,7 @@ impl VisitMut for Rewriter<'_> {
                 self.frames.pop();
             }
             Expr::Block(b) if b.label.is_some() => {
-                let label = b
-                    .label
-                    .as_ref()
-                    .map(|l| l.name.ident.to_string())
-                    .unwrap_or_default();
+                let label = b.label.as_ref().map(|l| l.name.ident.to_string()).unwrap_or_default();
                 self.frames.push(Frame::Labeled(label));
                 self.visit_block_mut(&mut b.block);
                 self.frames.pop();

@@ -25,23 +25,10 @@ pub fn generate(k: &KernelSig, source: &str, body: Option<&Block>) -> TokenStrea
 
     // Config.
     let c_names: Vec<&Ident> = k.constexprs.iter().map(|c| &c.name).collect();
-    let c_strs: Vec<LitStr> = c_names
-        .iter()
-        .map(|n| LitStr::new(&n.to_string(), n.span()))
-        .collect();
-    let c_tys: Vec<TokenStream> = k
-        .constexprs
-        .iter()
-        .map(|c| c.ty.rust_ty(c.ty_span))
-        .collect();
-    let config_doc = LitStr::new(
-        &format!(" Constexpr configuration of `{name}`."),
-        Span::call_site(),
-    );
-    let kernel_doc = LitStr::new(
-        &format!(" `{name}` as a kernel definition."),
-        Span::call_site(),
-    );
+    let c_strs: Vec<LitStr> = c_names.iter().map(|n| LitStr::new(&n.to_string(), n.span())).collect();
+    let c_tys: Vec<TokenStream> = k.constexprs.iter().map(|c| c.ty.rust_ty(c.ty_span)).collect();
+    let config_doc = LitStr::new(&format!(" Constexpr configuration of `{name}`."), Span::call_site());
+    let kernel_doc = LitStr::new(&format!(" `{name}` as a kernel definition."), Span::call_site());
     let trace_doc = LitStr::new(
         &format!(" Traces `{name}` for `config` without argument specialization."),
         Span::call_site(),

@@ -42,10 +42,7 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(attr.into(), item.into()).into()
 }
 
-fn expand(
-    attr: proc_macro2::TokenStream,
-    item: proc_macro2::TokenStream,
-) -> proc_macro2::TokenStream {
+fn expand(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
     let source = token_text(item.clone());
     let mut errors = Vec::new();
     if let Err(e) = sig::parse_options(attr) {
@@ -295,10 +292,7 @@ mod tests {
             ),
         ] {
             let text = expand_str(quote!(), item.clone());
-            assert!(
-                text.contains("compile_error"),
-                "no error for `{item}`: {text}"
-            );
+            assert!(text.contains("compile_error"), "no error for `{item}`: {text}");
         }
         let text = expand_str(
             quote!(tune(BLOCK = [1, 2])),

@@ -283,9 +283,7 @@ pub fn analyze(func: &ItemFn) -> syn::Result<KernelSig> {
             FnArg::Typed(pt) => pt,
         };
         let (name, mutability) = match &*pt.pat {
-            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                (pi.ident.clone(), pi.mutability)
-            }
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), pi.mutability),
             other => {
                 err(
                     &mut errors,
@@ -486,10 +484,7 @@ fn parse_default(e: &Expr, ty: CTy) -> syn::Result<i128> {
         };
         syn::Error::new_spanned(
             e,
-            format!(
-                "malformed default for a `{}` constexpr: expected {expected}",
-                ty.name()
-            ),
+            format!("malformed default for a `{}` constexpr: expected {expected}", ty.name()),
         )
     };
     let (neg, lit) = match e {
@@ -559,11 +554,7 @@ fn param_type(t: &Type) -> Option<(bool, Elem)> {
     }
     if let Some(n) = simple_type_name(t) {
         let e = Elem::from_name(&n)?;
-        return matches!(
-            e,
-            Elem::I32 | Elem::I64 | Elem::U32 | Elem::F32 | Elem::Bool
-        )
-        .then_some((false, e));
+        return matches!(e, Elem::I32 | Elem::I64 | Elem::U32 | Elem::F32 | Elem::Bool).then_some((false, e));
     }
     let Type::Path(p) = t else { return None };
     if p.qself.is_some() {
@@ -624,10 +615,8 @@ impl<'ast> Visit<'ast> for ExtentCheck<'_> {
         }
     }
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        self.errors.push(syn::Error::new_spanned(
-            m,
-            "macros are not supported in `#[extent]`",
-        ));
+        self.errors
+            .push(syn::Error::new_spanned(m, "macros are not supported in `#[extent]`"));
     }
 }
 

@@ -44,7 +44,5 @@ pub use launch::kernel::{compile, CompiledKernel, Engine, KernelExt};
 /// Everything a caller needs in scope to open a device, move data, launch and tune.
 pub mod prelude {
     pub use crate::launch::kernel::KernelExt;
-    pub use crate::{
-        compile, Backend, CompiledKernel, Device, DeviceBuffer, Event, Grid, RuntimeError, Stream,
-    };
+    pub use crate::{compile, Backend, CompiledKernel, Device, DeviceBuffer, Event, Grid, RuntimeError, Stream};
 }

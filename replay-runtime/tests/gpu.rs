@@ -5,9 +5,7 @@ mod common;
 
 use common::{Add, AddConfig};
 use replay_runtime::prelude::*;
-use replay_runtime::tune::{
-    Autotuner, BenchSettings, Problem, Scheme, SearchSpace, TuneCache, TuneMode, TuneSource,
-};
+use replay_runtime::tune::{Autotuner, BenchSettings, Problem, Scheme, SearchSpace, TuneCache, TuneMode, TuneSource};
 use replay_runtime::{ArgValue, Engine, LoadedKernel};
 use std::sync::Arc;
 
@@ -123,9 +121,7 @@ fn ptx_launch_events_and_graphs() {
         assert!((0..n).all(|i| got[i] == xs[i] + 2.0 * ys[i]));
     }
     // A failed capture leaves the stream usable.
-    let err = s
-        .capture(|_| Err(RuntimeError::Size("on purpose".into())))
-        .unwrap_err();
+    let err = s.capture(|_| Err(RuntimeError::Size("on purpose".into()))).unwrap_err();
     assert!(matches!(err, RuntimeError::Size(_)));
     launch_add(&k, &s, &x, &y, &out, n);
     s.synchronize().unwrap();
@@ -187,14 +183,10 @@ fn typed_launch_and_tuning_of_a_compiled_kernel() {
             let tuned = t
                 .tune::<Add>(
                     &space,
-                    &Problem::new(move |c: &AddConfig| Grid::cdiv(n as u64, c.block as u64))
-                        .scalar("n", n as i32),
+                    &Problem::new(move |c: &AddConfig| Grid::cdiv(n as u64, c.block as u64)).scalar("n", n as i32),
                 )
                 .unwrap();
-            eprintln!(
-                "tuned add: {:?}",
-                tuned.record.as_ref().map(|r| r.best.clone())
-            );
+            eprintln!("tuned add: {:?}", tuned.record.as_ref().map(|r| r.best.clone()));
         }
     }
 }
@@ -210,14 +202,7 @@ fn scheme_tuning_on_the_gpu() {
         .iter()
         .map(|&t| (t as i64, add_ptx(&d, t)))
         .collect();
-    let pick = |v: &replay_runtime::tune::Values| {
-        kernels
-            .iter()
-            .find(|(t, _)| *t == v["threads"])
-            .unwrap()
-            .1
-            .clone()
-    };
+    let pick = |v: &replay_runtime::tune::Values| kernels.iter().find(|(t, _)| *t == v["threads"]).unwrap().1.clone();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tune-v1.json");
     let settings = BenchSettings {
@@ -253,9 +238,7 @@ fn scheme_tuning_on_the_gpu() {
     }
     // Cache hit, in milliseconds.
     let t0 = std::time::Instant::now();
-    let mut t2 = Autotuner::new(&d)
-        .unwrap()
-        .with_cache(TuneCache::open(&path));
+    let mut t2 = Autotuner::new(&d).unwrap().with_cache(TuneCache::open(&path));
     let hit = t2
         .tune_scheme(
             Scheme::new("add_f32 window", ADD_PTX, |_, _, _| Ok(()))

@@ -56,9 +56,7 @@ fn short_buffers_are_refused_before_running() {
     let mut out = DeviceBuffer::<f32>::zeros(&s, 99).unwrap();
     out.poison(&s).unwrap();
     let k = Add::compile(&d, AddConfig::default()).unwrap();
-    let err = k
-        .launch(&s, Grid::cdiv(100, 64), (&x, &y, &mut out, 100))
-        .unwrap_err();
+    let err = k.launch(&s, Grid::cdiv(100, 64), (&x, &y, &mut out, 100)).unwrap_err();
     match &err {
         RuntimeError::Launch(LaunchError::BufferTooShort {
             kernel,
@@ -77,9 +75,7 @@ fn short_buffers_are_refused_before_running() {
     // Nothing ran: the output is still poisoned.
     assert!(out.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
     // `check` reports the same without launching, and the specialization otherwise.
-    assert!(k
-        .check(Grid::cdiv(100, 64), (&x, &y, &mut out, 100))
-        .is_err());
+    assert!(k.check(Grid::cdiv(100, 64), (&x, &y, &mut out, 100)).is_err());
     let spec = k.check(Grid::cdiv(96, 64), (&x, &y, &mut out, 96)).unwrap();
     assert_eq!(spec.divisibility, vec![1, 1, 1, 16]);
 }
@@ -90,13 +86,8 @@ fn bad_grids_and_foreign_buffers_are_refused() {
     let x = DeviceBuffer::from_host(&s, &[1.0f32; 16]).unwrap();
     let mut out = DeviceBuffer::<f32>::zeros(&s, 16).unwrap();
     let k = Add::compile(&d, AddConfig::default()).unwrap();
-    let err = k
-        .launch(&s, (1, 70_000), (&x, &x, &mut out, 16))
-        .unwrap_err();
-    assert!(matches!(
-        err,
-        RuntimeError::Launch(LaunchError::Grid { .. })
-    ));
+    let err = k.launch(&s, (1, 70_000), (&x, &x, &mut out, 16)).unwrap_err();
+    assert!(matches!(err, RuntimeError::Launch(LaunchError::Grid { .. })));
     // An empty grid runs nothing and is fine.
     k.launch(&s, 0, (&x, &x, &mut out, 16)).unwrap();
     let other = Device::interpreter().new_stream().unwrap();
@@ -168,13 +159,8 @@ fn compile_errors_and_interpreter_faults_are_typed() {
 
 #[test]
 fn no_driver_means_an_error_not_a_panic() {
-    if replay_runtime::driver::probe::probe(replay_runtime::driver::probe::DRIVER_LIBRARY_NAMES)
-        .is_ok()
-    {
+    if replay_runtime::driver::probe::probe(replay_runtime::driver::probe::DRIVER_LIBRARY_NAMES).is_ok() {
         return; // a machine with a driver
     }
-    assert!(matches!(
-        Device::cuda(0),
-        Err(RuntimeError::NoDriver { .. })
-    ));
+    assert!(matches!(Device::cuda(0), Err(RuntimeError::NoDriver { .. })));
 }

@@ -6,8 +6,7 @@ mod common;
 use common::{Add, AddConfig};
 use replay_runtime::prelude::*;
 use replay_runtime::tune::{
-    Autotuner, BenchSettings, Outcome, Problem, Scheme, SearchSpace, TuneCache, TuneMode,
-    TuneSource,
+    Autotuner, BenchSettings, Outcome, Problem, Scheme, SearchSpace, TuneCache, TuneMode, TuneSource,
 };
 use std::path::Path;
 
@@ -137,20 +136,10 @@ fn problems_are_validated() {
     let dir = tempfile::tempdir().unwrap();
     let mut t = tuner(&d, &dir.path().join("c.json"), TuneMode::Cached);
     let no_n = Problem::new(|_: &AddConfig| Grid::from(1));
-    assert!(t
-        .tune::<Add>(&space(), &no_n)
-        .unwrap_err()
-        .to_string()
-        .contains("`n`"));
+    assert!(t.tune::<Add>(&space(), &no_n).unwrap_err().to_string().contains("`n`"));
     let typo = problem(64).scalar("m", 3);
-    assert!(t
-        .tune::<Add>(&space(), &typo)
-        .unwrap_err()
-        .to_string()
-        .contains("`m`"));
-    let empty = SearchSpace::new()
-        .axis("BLOCK", [64])
-        .constraint("never", |_, _| false);
+    assert!(t.tune::<Add>(&space(), &typo).unwrap_err().to_string().contains("`m`"));
+    let empty = SearchSpace::new().axis("BLOCK", [64]).constraint("never", |_, _| false);
     assert!(t
         .tune::<Add>(&empty, &problem(64))
         .unwrap_err()
@@ -182,29 +171,24 @@ fn schemes_time_windows_as_one_unit() {
         Ok(())
     };
     let mut t = tuner(&d, &path, TuneMode::Cached);
-    let scheme = Scheme::new("window", "add window", |v, stream, _| {
-        window(v["L"], stream)
-    })
-    .candidate([("L", 1)])
-    .candidate([("L", 2)])
-    .candidate([("L", 3)])
-    .size("n", n as i64)
-    .output(|v, stream| {
-        window(v["L"], stream)?;
-        let o = out.borrow().to_host(stream)?;
-        Ok(o.iter()
-            .map(|&e| e as f64 + if v["L"] == 3 { 1.0 } else { 0.0 })
-            .collect())
-    })
-    .units(|v| v["L"] as f64);
+    let scheme = Scheme::new("window", "add window", |v, stream, _| window(v["L"], stream))
+        .candidate([("L", 1)])
+        .candidate([("L", 2)])
+        .candidate([("L", 3)])
+        .size("n", n as i64)
+        .output(|v, stream| {
+            window(v["L"], stream)?;
+            let o = out.borrow().to_host(stream)?;
+            Ok(o.iter()
+                .map(|&e| e as f64 + if v["L"] == 3 { 1.0 } else { 0.0 })
+                .collect())
+        })
+        .units(|v| v["L"] as f64);
     let tuned = t.tune_scheme(scheme).unwrap();
     assert_eq!(tuned.source, TuneSource::Tuned);
     assert_ne!(tuned.config["L"], 3);
     let rec = tuned.record.unwrap();
-    assert!(matches!(
-        rec.candidates[2].outcome,
-        Outcome::Mismatch { .. }
-    ));
+    assert!(matches!(rec.candidates[2].outcome, Outcome::Mismatch { .. }));
     assert!(launches.get() > 0);
     // Cached next time.
     let mut t2 = tuner(&d, &path, TuneMode::Cached);

@@ -12,9 +12,7 @@ pub fn replay(args: &[&str]) -> Output {
 /// Runs `replay args…` with extra environment variables.
 pub fn replay_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_replay"));
-    c.args(args)
-        .env_remove("REPLAY_INTERPRET")
-        .env_remove("REPLAY_TUNE");
+    c.args(args).env_remove("REPLAY_INTERPRET").env_remove("REPLAY_TUNE");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -33,8 +31,7 @@ pub fn stderr(o: &Output) -> String {
 
 /// True when this machine has a CUDA driver library (the no-GPU tests then skip).
 pub fn has_driver() -> bool {
-    replay_runtime::driver::probe::probe(replay_runtime::driver::probe::DRIVER_LIBRARY_NAMES)
-        .is_ok()
+    replay_runtime::driver::probe::probe(replay_runtime::driver::probe::DRIVER_LIBRARY_NAMES).is_ok()
 }
 
 /// Asserts success and returns stdout.
@@ -53,10 +50,6 @@ pub fn ok(args: &[&str]) -> String {
 /// Asserts a non-zero exit and returns stderr.
 pub fn fails(args: &[&str]) -> String {
     let o = replay(args);
-    assert!(
-        !o.status.success(),
-        "replay {args:?} should fail:\n{}",
-        stdout(&o)
-    );
+    assert!(!o.status.success(), "replay {args:?} should fail:\n{}", stdout(&o));
     stderr(&o)
 }

@@ -2,7 +2,6 @@
 
 use replay_dsl::prelude::*;
 
-
 /// `hist[b] += |{i < n : clamp(x[i], 0, BINS-1) = b}|`; `hist` must start zeroed.
 #[kernel]
 pub fn histogram(

@@ -2,7 +2,6 @@
 
 use replay_dsl::prelude::*;
 
-
 /// `c = a @ b` for row-major `a: [m, k]`, `b: [k, n]`, `c: [m, n]`; program `(i, j)` computes the
 /// `BM × BN` tile `(i, j)` of `c`, stepping through K in `BK` slices.
 #[kernel]
@@ -25,8 +24,14 @@ pub fn matmul(
     let mut acc = zeros::<f32>([BM, BN]);
     for k0 in range_step(0, k, BK) {
         let kk = k0 + rk;
-        let a_tile = load(a + (rm * k).expand_dims(1) + kk.expand_dims(0), row_ok & (kk < k).expand_dims(0));
-        let b_tile = load(b + (kk * n).expand_dims(1) + rn.expand_dims(0), (kk < k).expand_dims(1) & col_ok);
+        let a_tile = load(
+            a + (rm * k).expand_dims(1) + kk.expand_dims(0),
+            row_ok & (kk < k).expand_dims(0),
+        );
+        let b_tile = load(
+            b + (kk * n).expand_dims(1) + rn.expand_dims(0),
+            (kk < k).expand_dims(1) & col_ok,
+        );
         acc = dot_acc(a_tile, b_tile, acc);
     }
     store(c + (rm * n).expand_dims(1) + rn.expand_dims(0), acc, row_ok & col_ok);

@@ -2,7 +2,6 @@
 
 use replay_dsl::prelude::*;
 
-
 /// `out[r, c] = x[r, c] / sqrt(mean_c(x[r, :]²) + eps) · w[c]`, `ROWS` rows per program.
 #[kernel]
 pub fn rmsnorm(

@@ -2,7 +2,6 @@
 
 use replay_dsl::prelude::*;
 
-
 /// `sums[r, c] = Σ_{j≤c} x[r, j]` and `prods[r, c] = Π_{j≤c} x[r, j]` for `c < n_cols`,
 /// `ROWS` rows per program.
 #[kernel]

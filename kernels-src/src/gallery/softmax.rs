@@ -2,7 +2,6 @@
 
 use replay_dsl::prelude::*;
 
-
 /// `out[r, :] = softmax(x[r, :n_cols])` for every row `r` of a row-major matrix with row stride
 /// `stride`; one program per row, `BLOCK ≥ n_cols`.
 #[kernel]

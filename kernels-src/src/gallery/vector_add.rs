@@ -2,7 +2,6 @@
 
 use replay_dsl::prelude::*;
 
-
 /// `out[i] = x[i] + y[i]` for `i < n`, one `BLOCK`-wide tile per program.
 #[kernel]
 pub fn vector_add(

@@ -51,11 +51,7 @@ impl ModelShape {
 
     /// The preset (or [`CPU_TEST`]) called `name`.
     pub fn by_name(name: &str) -> Option<ModelShape> {
-        PRESETS
-            .iter()
-            .chain([&CPU_TEST])
-            .find(|s| s.name == name)
-            .copied()
+        PRESETS.iter().chain([&CPU_TEST]).find(|s| s.name == name).copied()
     }
 }
 
@@ -106,12 +102,7 @@ pub const QWEN35_122B: ModelShape = ModelShape {
 };
 
 /// The benchmark models of the ReplaySSM paper.
-pub const PRESETS: [ModelShape; 4] = [
-    NEMOTRON3_NANO_4B,
-    NEMOTRON3_SUPER_120B,
-    QWEN35_4B,
-    QWEN35_122B,
-];
+pub const PRESETS: [ModelShape; 4] = [NEMOTRON3_NANO_4B, NEMOTRON3_SUPER_120B, QWEN35_4B, QWEN35_122B];
 
 /// A reduced Mamba-2 shape for CPU tests: 2 groups of 3 value heads, `dk` 16, `dv` 8, so that
 /// group sharing, `dk ≠ dv` and several heads are all exercised at a tiny cost.

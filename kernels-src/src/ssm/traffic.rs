@@ -86,11 +86,7 @@ impl TrafficModel {
         assert!((1..=window).contains(&pos));
         let (m, r) = (self.state_bytes_per_head(), self.record_bytes_per_head());
         let older = (pos - 1) as f64 * r;
-        self.per_step(if pos == window {
-            2.0 * m + older
-        } else {
-            m + older + r
-        })
+        self.per_step(if pos == window { 2.0 * m + older } else { m + older + r })
     }
 
     /// A window of `window` conventional steps, `2 L M_S` per head.
@@ -101,8 +97,8 @@ impl TrafficModel {
     /// A window of `window` replay steps, `(L+1) M_S + (L−1)(L+2)/2 · r` per head.
     pub fn replay_window(&self, window: usize) -> f64 {
         let l = window as f64;
-        let per_head = (l + 1.0) * self.state_bytes_per_head()
-            + (l - 1.0) * (l + 2.0) / 2.0 * self.record_bytes_per_head();
+        let per_head =
+            (l + 1.0) * self.state_bytes_per_head() + (l - 1.0) * (l + 2.0) / 2.0 * self.record_bytes_per_head();
         self.per_step(per_head)
     }
 
@@ -176,11 +172,7 @@ mod tests {
         let ours = model(NEMOTRON3_SUPER_120B, RecordLayout::KeyPerGroup);
         assert_eq!(ours.record_bytes_per_head(), 148.0); // 4 + 128 + 256/16
         let nano = model(NEMOTRON3_NANO_4B, RecordLayout::KeyPerGroup);
-        assert!(close(
-            nano.record_bytes_per_head(),
-            4.0 + 160.0 + 256.0 / 12.0,
-            1e-15
-        ));
+        assert!(close(nano.record_bytes_per_head(), 4.0 + 160.0 + 256.0 / 12.0, 1e-15));
     }
 
     /// The window closed form is the sum of the per-step bytes.

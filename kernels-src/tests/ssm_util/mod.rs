@@ -92,7 +92,13 @@ pub struct Packed {
 }
 
 pub fn pack(shape: ModelShape, tokens: &[Option<&StepInput>]) -> Packed {
-    let mut p = Packed { dt: vec![], x: vec![], b: vec![], c: vec![], z: vec![] };
+    let mut p = Packed {
+        dt: vec![],
+        x: vec![],
+        b: vec![],
+        c: vec![],
+        z: vec![],
+    };
     let bf = |v: &[f64]| v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>();
     for t in tokens {
         match t {
@@ -143,7 +149,12 @@ pub fn arg<T: HostElem>(b: &DeviceBuffer<T>) -> ArgValue<'_> {
 }
 
 /// Launches `k` with type-erased arguments on its device.
-pub fn launch<K: replay_dsl::KernelDef>(k: &CompiledKernel<K>, s: &Stream, grid: (u32, u32, u32), args: &[ArgValue<'_>]) {
+pub fn launch<K: replay_dsl::KernelDef>(
+    k: &CompiledKernel<K>,
+    s: &Stream,
+    grid: (u32, u32, u32),
+    args: &[ArgValue<'_>],
+) {
     k.launch_values(s, Grid::new(grid.0, grid.1, grid.2), args, Engine::Device)
         .unwrap_or_else(|e| panic!("{} launch failed: {e}", K::NAME));
 }
@@ -156,7 +167,10 @@ pub fn check_close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: f64) 
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let tol = rtol * w.abs() + atol;
         let err = (g - w).abs();
-        assert!(err <= tol, "{what}[{i}]: got {g}, want {w} (|err| {err:e} > tol {tol:e})");
+        assert!(
+            err <= tol,
+            "{what}[{i}]: got {g}, want {w} (|err| {err:e} > tol {tol:e})"
+        );
         worst = worst.max(err / tol);
     }
     worst
@@ -180,7 +194,13 @@ pub fn check_outputs(what: &str, got: &[bf16], want: &[f64], live: &[bool], per_
         let g = &got[r * per_row..(r + 1) * per_row];
         if is_live {
             let g: Vec<f64> = g.iter().map(|v| v.to_f64()).collect();
-            check_close(&format!("{what} row {r}"), &g, &want[r * per_row..(r + 1) * per_row], OUT_RTOL, OUT_ATOL_REL * scale);
+            check_close(
+                &format!("{what} row {r}"),
+                &g,
+                &want[r * per_row..(r + 1) * per_row],
+                OUT_RTOL,
+                OUT_ATOL_REL * scale,
+            );
         } else {
             assert!(g.iter().all(|v| v.is_nan()), "{what}: padding row {r} was written");
         }
@@ -206,7 +226,9 @@ impl Ring {
     pub fn new(s: &Stream, shape: ModelShape, states: &SlotStates, cap: usize, flag: bool) -> Ring {
         let slots = states.slots();
         let n = shape.heads * shape.state_elems();
-        let mut ckpt: Vec<f32> = (0..slots).flat_map(|sl| states.slot(sl).iter().map(|&v| v as f32)).collect();
+        let mut ckpt: Vec<f32> = (0..slots)
+            .flat_map(|sl| states.slot(sl).iter().map(|&v| v as f32))
+            .collect();
         ckpt[..n].fill(f32::NAN);
         let mut meta = vec![0i32; slots * META_WORDS];
         for sl in 0..slots {
@@ -233,7 +255,10 @@ impl Ring {
     /// The checkpoint of `slot`, `[head][dv][dk]`, as f64.
     pub fn ckpt_of(&self, s: &Stream, shape: ModelShape, slot: usize) -> Vec<f64> {
         let n = shape.heads * shape.state_elems();
-        host(s, &self.ckpt)[slot * n..(slot + 1) * n].iter().map(|&v| v as f64).collect()
+        host(s, &self.ckpt)[slot * n..(slot + 1) * n]
+            .iter()
+            .map(|&v| v as f64)
+            .collect()
     }
 
     /// The logical state of `slot`: its checkpoint with its `h` committed records folded in by
@@ -269,9 +294,21 @@ impl Ring {
         let n = shape.heads * shape.state_elems();
         let mut v: Vec<u64> = host(s, &self.ckpt)[..n].iter().map(|x| x.to_bits() as u64).collect();
         v.extend(host(s, &self.meta)[..META_WORDS].iter().map(|&x| x as u32 as u64));
-        v.extend(host(s, &self.rec_dt)[..self.cap * shape.heads].iter().map(|x| x.to_bits() as u64));
-        v.extend(host(s, &self.rec_x)[..self.cap * shape.heads * shape.dv].iter().map(|x| x.to_bits() as u64));
-        v.extend(host(s, &self.rec_b)[..self.cap * shape.groups * shape.dk].iter().map(|x| x.to_bits() as u64));
+        v.extend(
+            host(s, &self.rec_dt)[..self.cap * shape.heads]
+                .iter()
+                .map(|x| x.to_bits() as u64),
+        );
+        v.extend(
+            host(s, &self.rec_x)[..self.cap * shape.heads * shape.dv]
+                .iter()
+                .map(|x| x.to_bits() as u64),
+        );
+        v.extend(
+            host(s, &self.rec_b)[..self.cap * shape.groups * shape.dk]
+                .iter()
+                .map(|x| x.to_bits() as u64),
+        );
         v
     }
 }
@@ -303,7 +340,21 @@ pub fn f16_neighbours(x: f64) -> (f64, f64) {
         // next f16 toward +inf (up) or -inf
         let b = v.to_bits();
         let f = v.to_f64();
-        let nb = if (f >= 0.0) == up { if f == 0.0 && !up { 0x8001 } else { b + 1 } } else if b & 0x7fff == 0 { if up { 0x0001 } else { 0x8001 } } else { b - 1 };
+        let nb = if (f >= 0.0) == up {
+            if f == 0.0 && !up {
+                0x8001
+            } else {
+                b + 1
+            }
+        } else if b & 0x7fff == 0 {
+            if up {
+                0x0001
+            } else {
+                0x8001
+            }
+        } else {
+            b - 1
+        };
         f16::from_bits(nb).to_f64()
     };
     if nv < x {

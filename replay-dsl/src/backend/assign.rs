@@ -143,7 +143,12 @@ impl<'k> Assignment<'k> {
         if ty.rank() == 0 {
             return self.scalar;
         }
-        self.table.intern(Layout::default_for(&ty.shape, dtype_bytes(ty.dtype), self.kernel.num_warps, 16))
+        self.table.intern(Layout::default_for(
+            &ty.shape,
+            dtype_bytes(ty.dtype),
+            self.kernel.num_warps,
+            16,
+        ))
     }
 
     fn anchor(&mut self, ptr: Value, mask: Option<Value>, max_vec: usize) -> LayoutId {
@@ -153,7 +158,8 @@ impl<'k> Assignment<'k> {
         }
         let vec = self.axis.access_vec(self.kernel, ptr, mask).min(max_vec);
         let bytes = ty.dtype.pointee().map_or(8, |e| e.bytes());
-        self.table.intern(Layout::default_for(&ty.shape, bytes, self.kernel.num_warps, vec))
+        self.table
+            .intern(Layout::default_for(&ty.shape, bytes, self.kernel.num_warps, vec))
     }
 
     fn natural_or_default(&mut self, v: Value) -> LayoutId {
@@ -172,7 +178,9 @@ impl<'k> Assignment<'k> {
     pub fn scan_input(&mut self, v: Value, axis: usize) -> LayoutId {
         match self.natural(v) {
             Some(l) if self.table.get(l).is_scan_compatible(axis) => l,
-            _ => self.table.intern(Layout::for_scan(&self.ty(v).shape, axis, self.kernel.num_warps)),
+            _ => self
+                .table
+                .intern(Layout::for_scan(&self.ty(v).shape, axis, self.kernel.num_warps)),
         }
     }
 
@@ -206,9 +214,14 @@ impl<'k> Assignment<'k> {
         let res = inst.results.first().and_then(|r| self.natural(*r));
         let all = |l: LayoutId| inst.op.operands().into_iter().map(|v| (v, l)).collect();
         match &inst.op {
-            Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::AddPtr(..) | Op::Load { .. } | Op::Atomic { .. } => {
-                all(res.expect("real op has a layout"))
-            }
+            Op::Unary(..)
+            | Op::Binary(..)
+            | Op::Cmp(..)
+            | Op::Select(..)
+            | Op::Cast(..)
+            | Op::AddPtr(..)
+            | Op::Load { .. }
+            | Op::Atomic { .. } => all(res.expect("real op has a layout")),
             Op::Store { ptr, value, mask } => {
                 let l = self.store_layout(*ptr, *value, *mask);
                 all(l)
@@ -221,7 +234,11 @@ impl<'k> Assignment<'k> {
             }
             Op::For { lo, hi, step, init, .. } => {
                 let mut v = vec![(*lo, self.scalar), (*hi, self.scalar), (*step, self.scalar)];
-                v.extend(init.iter().zip(&inst.results).map(|(i, r)| (*i, self.natural(*r).expect("carried layout"))));
+                v.extend(
+                    init.iter()
+                        .zip(&inst.results)
+                        .map(|(i, r)| (*i, self.natural(*r).expect("carried layout"))),
+                );
                 v
             }
             Op::If { cond, .. } => vec![(*cond, self.scalar)],
@@ -299,7 +316,12 @@ impl<'k> Assignment<'k> {
                         None if rank == 0 => self.scalar,
                         None => {
                             let ty = self.ty(r);
-                            self.table.intern(Layout::default_for(&ty.shape, dtype_bytes(ty.dtype), self.kernel.num_warps, 1))
+                            self.table.intern(Layout::default_for(
+                                &ty.shape,
+                                dtype_bytes(ty.dtype),
+                                self.kernel.num_warps,
+                                1,
+                            ))
                         }
                     };
                     self.set_real(r, l);
@@ -329,7 +351,9 @@ impl<'k> Assignment<'k> {
                         self.set_real(*res, l);
                     }
                 }
-                Op::If { then_block, else_block, .. } => {
+                Op::If {
+                    then_block, else_block, ..
+                } => {
                     self.forward(then_block);
                     self.forward(else_block);
                     let (ty, ey) = (yields(then_block), yields(else_block));
@@ -364,7 +388,9 @@ impl<'k> Assignment<'k> {
                     let carried: Vec<LayoutId> = inst.results.iter().map(|r| self.natural(*r).unwrap()).collect();
                     self.request_block(body, &carried);
                 }
-                Op::If { then_block, else_block, .. } => {
+                Op::If {
+                    then_block, else_block, ..
+                } => {
                     let res: Vec<LayoutId> = inst.results.iter().map(|r| self.natural(*r).unwrap()).collect();
                     self.request_block(then_block, &res);
                     self.request_block(else_block, &res);
@@ -416,7 +442,8 @@ impl<'k> Assignment<'k> {
         loads.sort_by_key(|(v, _)| **v);
         for (v, reqs) in loads {
             let first = reqs[0];
-            if reqs.iter().all(|l| *l == first) && self.load_layout.get(v) != Some(&first) && !self.adopted.contains(v) {
+            if reqs.iter().all(|l| *l == first) && self.load_layout.get(v) != Some(&first) && !self.adopted.contains(v)
+            {
                 self.adopted.insert(*v);
                 self.load_layout.insert(*v, first);
                 changed = true;
@@ -444,8 +471,22 @@ impl<'k> Assignment<'k> {
         }
         for inst in &block.insts {
             let ops: Vec<String> = inst.op.operands().iter().map(|o| format!("%{}", o.0)).collect();
-            let res: Vec<String> = inst.results.iter().map(|r| format!("%{}: {} {}", r.0, self.ty(*r), self.describe_value(*r))).collect();
-            let _ = writeln!(s, "{pad}{}{} {}", if res.is_empty() { String::new() } else { format!("{} = ", res.join(", ")) }, inst.op.mnemonic(), ops.join(", "));
+            let res: Vec<String> = inst
+                .results
+                .iter()
+                .map(|r| format!("%{}: {} {}", r.0, self.ty(*r), self.describe_value(*r)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "{pad}{}{} {}",
+                if res.is_empty() {
+                    String::new()
+                } else {
+                    format!("{} = ", res.join(", "))
+                },
+                inst.op.mnemonic(),
+                ops.join(", ")
+            );
             for b in inst.op.blocks() {
                 self.describe_block(s, b, depth + 1);
             }

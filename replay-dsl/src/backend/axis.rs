@@ -31,12 +31,24 @@ impl AxisInfo {
     /// Nothing known about a value of `rank` dimensions.
     pub fn unknown(rank: usize) -> AxisInfo {
         let r = rank.max(1);
-        AxisInfo { contig: vec![1; r], div: vec![1; r], constancy: vec![1; r] }
+        AxisInfo {
+            contig: vec![1; r],
+            div: vec![1; r],
+            constancy: vec![1; r],
+        }
     }
     /// A value equal in every element of `shape`, divisible by `div`.
     pub fn uniform(shape: &[usize], div: u64) -> AxisInfo {
-        let ext: Vec<u64> = if shape.is_empty() { vec![1] } else { shape.iter().map(|&e| e as u64).collect() };
-        AxisInfo { contig: vec![1; ext.len()], div: vec![div; ext.len()], constancy: ext }
+        let ext: Vec<u64> = if shape.is_empty() {
+            vec![1]
+        } else {
+            shape.iter().map(|&e| e as u64).collect()
+        };
+        AxisInfo {
+            contig: vec![1; ext.len()],
+            div: vec![div; ext.len()],
+            constancy: ext,
+        }
     }
 }
 
@@ -66,14 +78,18 @@ pub struct AxisTable {
 impl AxisTable {
     /// Analyses every value of `kernel`.
     pub fn analyze(kernel: &Kernel) -> AxisTable {
-        let mut t = AxisTable { info: vec![None; kernel.values.len()] };
+        let mut t = AxisTable {
+            info: vec![None; kernel.values.len()],
+        };
         t.block(kernel, &kernel.body);
         t
     }
 
     /// What is known about `v` (nothing, if it was not analysed).
     pub fn get(&self, kernel: &Kernel, v: Value) -> AxisInfo {
-        self.info[v.0 as usize].clone().unwrap_or_else(|| AxisInfo::unknown(kernel.ty(v).rank()))
+        self.info[v.0 as usize]
+            .clone()
+            .unwrap_or_else(|| AxisInfo::unknown(kernel.ty(v).rank()))
     }
 
     /// The widest vector (in elements, a power of two ≤ 16 bytes) that an access through `ptr`
@@ -106,7 +122,9 @@ impl AxisTable {
                     self.set(body.args[0], AxisInfo::uniform(&[], div));
                     self.block(k, body);
                 }
-                Op::If { then_block, else_block, .. } => {
+                Op::If {
+                    then_block, else_block, ..
+                } => {
                     self.block(k, then_block);
                     self.block(k, else_block);
                 }
@@ -127,7 +145,11 @@ impl AxisTable {
         let g = |v: &Value| self.get(k, *v);
         let min_const = |vs: &[Value]| -> AxisInfo {
             let mut out = AxisInfo::unknown(rank);
-            out.constancy = vs.iter().map(|v| g(v).constancy).reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x.min(y)).collect()).unwrap_or(out.constancy);
+            out.constancy = vs
+                .iter()
+                .map(|v| g(v).constancy)
+                .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x.min(y)).collect())
+                .unwrap_or(out.constancy);
             out
         };
         match op {
@@ -141,7 +163,11 @@ impl AxisTable {
                 AxisInfo::uniform(&[], div)
             }
             Op::Const(c) => AxisInfo::uniform(shape, if let Const::Int(i) = c { pow2_divisor(*i) } else { 1 }),
-            Op::Arange => AxisInfo { contig: vec![shape[0] as u64], div: vec![MAX_DIV], constancy: vec![1] },
+            Op::Arange => AxisInfo {
+                contig: vec![shape[0] as u64],
+                div: vec![MAX_DIV],
+                constancy: vec![1],
+            },
             Op::Splat(s) => AxisInfo::uniform(shape, g(s).div[0]),
             Op::Broadcast(x) => {
                 let src = k.ty(*x).shape.clone();
@@ -159,7 +185,11 @@ impl AxisTable {
                 if k.ty(*x).rank() == 0 {
                     return a;
                 }
-                let div = if a.contig.iter().all(|&c| c == 1) { a.div.iter().copied().min().unwrap_or(1) } else { 1 };
+                let div = if a.contig.iter().all(|&c| c == 1) {
+                    a.div.iter().copied().min().unwrap_or(1)
+                } else {
+                    1
+                };
                 let mut out = a;
                 out.contig.insert(*axis, 1);
                 out.div.insert(*axis, div);
@@ -191,7 +221,11 @@ impl AxisTable {
                     match bop {
                         BinaryOp::Add | BinaryOp::Sub => {
                             let c = x.contig[d].min(y.constancy[d]);
-                            out.contig[d] = if *bop == BinaryOp::Add { c.max(x.constancy[d].min(y.contig[d])) } else { c };
+                            out.contig[d] = if *bop == BinaryOp::Add {
+                                c.max(x.constancy[d].min(y.contig[d]))
+                            } else {
+                                c
+                            };
                             out.div[d] = div_at(&x, d, out.contig[d]).min(div_at(&y, d, out.contig[d]));
                         }
                         BinaryOp::Mul => out.div[d] = div_at(&x, d, 1).saturating_mul(div_at(&y, d, 1)).min(MAX_DIV),
@@ -217,7 +251,8 @@ impl AxisTable {
                 for d in 0..out.contig.len() {
                     // `offs < n` flips only at multiples of n's divisibility: constant over
                     // aligned runs of min(contiguity, divisibilities, constancy of n).
-                    let run = |c: &AxisInfo, n: &AxisInfo| c.contig[d].min(c.div[d]).min(div_at(n, d, 1)).min(n.constancy[d]);
+                    let run =
+                        |c: &AxisInfo, n: &AxisInfo| c.contig[d].min(c.div[d]).min(div_at(n, d, 1)).min(n.constancy[d]);
                     let extra = match cop {
                         CmpOp::Lt | CmpOp::Ge if x.contig[d] > 1 => run(&x, &y),
                         CmpOp::Gt | CmpOp::Le if y.contig[d] > 1 => run(&y, &x),

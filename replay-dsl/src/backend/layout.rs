@@ -53,7 +53,10 @@ fn coordinate_bits(shape: &[usize]) -> Vec<Bit> {
     let mut bits = Vec::new();
     for d in (0..shape.len()).rev() {
         for b in 0..log2(shape[d]) {
-            bits.push(Bit { dim: d as u8, bit: b as u8 });
+            bits.push(Bit {
+                dim: d as u8,
+                bit: b as u8,
+            });
         }
     }
     bits
@@ -64,7 +67,10 @@ fn bit_at_flat(shape: &[usize], mut pos: u32) -> Bit {
     for d in (0..shape.len()).rev() {
         let n = log2(shape[d]);
         if pos < n {
-            return Bit { dim: d as u8, bit: pos as u8 };
+            return Bit {
+                dim: d as u8,
+                bit: pos as u8,
+            };
         }
         pos -= n;
     }
@@ -74,7 +80,12 @@ fn bit_at_flat(shape: &[usize], mut pos: u32) -> Bit {
 impl Layout {
     /// The layout of a scalar: one register, every lane and warp replicates.
     pub fn scalar(num_warps: u32) -> Layout {
-        Layout { shape: vec![], regs: vec![], lanes: vec![None; LANE_BITS], warps: vec![None; log2(num_warps as usize) as usize] }
+        Layout {
+            shape: vec![],
+            regs: vec![],
+            lanes: vec![None; LANE_BITS],
+            warps: vec![None; log2(num_warps as usize) as usize],
+        }
     }
 
     /// Assigns the coordinate bits of `shape` in order: `vec` elements to registers, then
@@ -83,7 +94,12 @@ impl Layout {
         let bits = coordinate_bits(shape);
         let nv = (log2(vec) as usize).min(bits.len());
         let wb = log2(num_warps as usize) as usize;
-        let mut l = Layout { shape: shape.to_vec(), regs: bits[..nv].to_vec(), lanes: vec![None; LANE_BITS], warps: vec![None; wb] };
+        let mut l = Layout {
+            shape: shape.to_vec(),
+            regs: bits[..nv].to_vec(),
+            lanes: vec![None; LANE_BITS],
+            warps: vec![None; wb],
+        };
         let mut rest = bits[nv..].iter().copied();
         for slot in l.lanes.iter_mut().chain(l.warps.iter_mut()) {
             *slot = rest.next();
@@ -97,7 +113,10 @@ impl Layout {
     pub fn default_for(shape: &[usize], elem_bytes: usize, num_warps: u32, max_vec: usize) -> Layout {
         let numel: usize = shape.iter().product();
         let threads = 32 * num_warps as usize;
-        let vec = (16 / elem_bytes.max(1)).max(1).min(max_vec.max(1)).min((numel / threads).max(1));
+        let vec = (16 / elem_bytes.max(1))
+            .max(1)
+            .min(max_vec.max(1))
+            .min((numel / threads).max(1));
         Layout::blocked(shape, num_warps, prev_pow2(vec))
     }
 
@@ -108,8 +127,18 @@ impl Layout {
         let wb = log2(num_warps as usize) as usize;
         let n = log2(shape[axis]) as usize;
         let nreg = n.saturating_sub(LANE_BITS + wb);
-        let mut l = Layout { shape: shape.to_vec(), regs: vec![], lanes: vec![None; LANE_BITS], warps: vec![None; wb] };
-        let axis_bits: Vec<Bit> = (0..n).map(|b| Bit { dim: axis as u8, bit: b as u8 }).collect();
+        let mut l = Layout {
+            shape: shape.to_vec(),
+            regs: vec![],
+            lanes: vec![None; LANE_BITS],
+            warps: vec![None; wb],
+        };
+        let axis_bits: Vec<Bit> = (0..n)
+            .map(|b| Bit {
+                dim: axis as u8,
+                bit: b as u8,
+            })
+            .collect();
         l.regs.extend(&axis_bits[..nreg]);
         let mut rest = axis_bits[nreg..].iter().copied();
         let nl = (n - nreg).min(LANE_BITS);
@@ -138,7 +167,11 @@ impl Layout {
     pub fn is_scan_compatible(&self, axis: usize) -> bool {
         let on = |b: &Option<Bit>| b.is_some_and(|b| b.dim as usize == axis);
         let nreg = self.regs.iter().filter(|b| b.dim as usize == axis).count();
-        if self.regs.iter().any(|b| b.dim as usize == axis && b.bit as usize >= nreg) {
+        if self
+            .regs
+            .iter()
+            .any(|b| b.dim as usize == axis && b.bit as usize >= nreg)
+        {
             return false;
         }
         let mut next = nreg;
@@ -194,24 +227,49 @@ impl Layout {
 
     /// `(thread-id bit, coordinate bit)` for every lane and warp bit that is not replicated.
     pub fn thread_bits(&self) -> Vec<(u32, Bit)> {
-        let lanes = self.lanes.iter().enumerate().filter_map(|(i, b)| b.map(|b| (i as u32, b)));
-        let warps = self.warps.iter().enumerate().filter_map(|(i, b)| b.map(|b| ((LANE_BITS + i) as u32, b)));
+        let lanes = self
+            .lanes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| b.map(|b| (i as u32, b)));
+        let warps = self
+            .warps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| b.map(|b| ((LANE_BITS + i) as u32, b)));
         lanes.chain(warps).collect()
     }
 
     /// The thread-id bits that replicate (a thread owns the canonical copy of its elements when
     /// these bits of its id are zero).
     pub fn replicated_tid_mask(&self) -> u32 {
-        let lanes = self.lanes.iter().enumerate().filter(|(_, b)| b.is_none()).map(|(i, _)| 1u32 << i);
-        let warps = self.warps.iter().enumerate().filter(|(_, b)| b.is_none()).map(|(i, _)| 1u32 << (LANE_BITS + i));
+        let lanes = self
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.is_none())
+            .map(|(i, _)| 1u32 << i);
+        let warps = self
+            .warps
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.is_none())
+            .map(|(i, _)| 1u32 << (LANE_BITS + i));
         lanes.chain(warps).fold(0, |a, b| a | b)
     }
 
     /// `2^k` where register bits `0..k` are bits `0..k` of the last dimension: the number of
     /// consecutive elements along the last dimension held in consecutive registers.
     pub fn contiguous_regs(&self) -> usize {
-        let Some(last) = self.shape.len().checked_sub(1) else { return 1 };
-        let k = self.regs.iter().enumerate().take_while(|(i, b)| b.dim as usize == last && b.bit as usize == *i).count();
+        let Some(last) = self.shape.len().checked_sub(1) else {
+            return 1;
+        };
+        let k = self
+            .regs
+            .iter()
+            .enumerate()
+            .take_while(|(i, b)| b.dim as usize == last && b.bit as usize == *i)
+            .count();
         1 << k
     }
 
@@ -233,9 +291,15 @@ impl Layout {
     /// For each register of this layout, the register of [`Layout::without_dims`] (or of
     /// [`Layout::slice`] for one dimension) holding the same element after dropping `dims`.
     pub fn reg_map_dropping(&self, dims: &[usize]) -> Vec<usize> {
-        let keep: Vec<usize> = (0..self.regs.len()).filter(|&i| !dims.contains(&(self.regs[i].dim as usize))).collect();
+        let keep: Vec<usize> = (0..self.regs.len())
+            .filter(|&i| !dims.contains(&(self.regs[i].dim as usize)))
+            .collect();
         (0..self.num_regs())
-            .map(|r| keep.iter().enumerate().fold(0, |acc, (j, &i)| acc | ((r >> i & 1) << j)))
+            .map(|r| {
+                keep.iter()
+                    .enumerate()
+                    .fold(0, |acc, (j, &i)| acc | ((r >> i & 1) << j))
+            })
             .collect()
     }
 
@@ -246,7 +310,10 @@ impl Layout {
         self.map_bits(shape, |b| match (b.dim as usize).cmp(&axis) {
             std::cmp::Ordering::Less => Some(b),
             std::cmp::Ordering::Equal => None,
-            std::cmp::Ordering::Greater => Some(Bit { dim: b.dim - 1, bit: b.bit }),
+            std::cmp::Ordering::Greater => Some(Bit {
+                dim: b.dim - 1,
+                bit: b.bit,
+            }),
         })
     }
 
@@ -254,7 +321,16 @@ impl Layout {
     pub fn insert_dim(&self, axis: usize) -> Layout {
         let mut shape = self.shape.clone();
         shape.insert(axis, 1);
-        self.map_bits(shape, |b| Some(if b.dim as usize >= axis { Bit { dim: b.dim + 1, bit: b.bit } } else { b }))
+        self.map_bits(shape, |b| {
+            Some(if b.dim as usize >= axis {
+                Bit {
+                    dim: b.dim + 1,
+                    bit: b.bit,
+                }
+            } else {
+                b
+            })
+        })
     }
 
     /// The inverse of [`Layout::insert_dim`]: deletes the size-1 dimension `axis`.
@@ -264,7 +340,12 @@ impl Layout {
 
     /// The layout of the 2-D transpose (dimensions swapped; registers unchanged).
     pub fn transposed(&self) -> Layout {
-        self.map_bits(vec![self.shape[1], self.shape[0]], |b| Some(Bit { dim: 1 - b.dim, bit: b.bit }))
+        self.map_bits(vec![self.shape[1], self.shape[0]], |b| {
+            Some(Bit {
+                dim: 1 - b.dim,
+                bit: b.bit,
+            })
+        })
     }
 
     /// The same distribution of row-major elements viewed with another shape (`reshape`).
@@ -282,10 +363,20 @@ impl fmt::Display for Bit {
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let show = |bits: &[Option<Bit>]| -> String {
-            bits.iter().map(|b| b.map_or("-".to_string(), |b| b.to_string())).collect::<Vec<_>>().join(" ")
+            bits.iter()
+                .map(|b| b.map_or("-".to_string(), |b| b.to_string()))
+                .collect::<Vec<_>>()
+                .join(" ")
         };
         let regs: Vec<Option<Bit>> = self.regs.iter().copied().map(Some).collect();
-        write!(f, "{:?} regs[{}] lanes[{}] warps[{}]", self.shape, show(&regs), show(&self.lanes), show(&self.warps))
+        write!(
+            f,
+            "{:?} regs[{}] lanes[{}] warps[{}]",
+            self.shape,
+            show(&regs),
+            show(&self.lanes),
+            show(&self.warps)
+        )
     }
 }
 

@@ -47,5 +47,9 @@ pub fn generate(kernel: &Kernel, target: Target) -> Result<Generated, CompileErr
     let asg = assign::Assignment::new(kernel, &axis);
     let layout_text = asg.describe();
     let out = ptx::emit_kernel(kernel, asg, &axis, target)?;
-    Ok(Generated { ptx: out.ptx, shared_bytes: out.shared_bytes, stages: vec![("layout".into(), layout_text)] })
+    Ok(Generated {
+        ptx: out.ptx,
+        shared_bytes: out.shared_bytes,
+        stages: vec![("layout".into(), layout_text)],
+    })
 }

@@ -43,8 +43,17 @@ pub fn trace(
         values: Vec::new(),
         body: Block::default(),
     };
-    let previous = CTX.with(|c| c.replace(Some(Ctx { kernel, blocks: vec![Block::default()], error: None })));
-    assert!(previous.is_none(), "replay: kernels cannot be traced inside another kernel's trace");
+    let previous = CTX.with(|c| {
+        c.replace(Some(Ctx {
+            kernel,
+            blocks: vec![Block::default()],
+            error: None,
+        }))
+    });
+    assert!(
+        previous.is_none(),
+        "replay: kernels cannot be traced inside another kernel's trace"
+    );
     let args: Vec<Value> = params
         .iter()
         .enumerate()
@@ -74,7 +83,9 @@ pub fn trace(
 fn with<R>(f: impl FnOnce(&mut Ctx) -> R) -> R {
     CTX.with(|c| {
         let mut c = c.borrow_mut();
-        let ctx = c.as_mut().expect("replay: tile operations can only run while a #[kernel] is traced");
+        let ctx = c
+            .as_mut()
+            .expect("replay: tile operations can only run while a #[kernel] is traced");
         f(ctx)
     })
 }
@@ -88,7 +99,10 @@ pub fn is_tracing() -> bool {
 pub fn push(op: Op, result_tys: Vec<Ty>) -> Vec<Value> {
     with(|ctx| {
         let results: Vec<Value> = result_tys.into_iter().map(|t| ctx.kernel.new_value(t)).collect();
-        ctx.blocks.last_mut().expect("open block").insts.push(Inst { op, results: results.clone() });
+        ctx.blocks.last_mut().expect("open block").insts.push(Inst {
+            op,
+            results: results.clone(),
+        });
         results
     })
 }
@@ -129,7 +143,12 @@ pub fn num_warps() -> u32 {
 
 /// Opens a nested block whose instructions go to the block returned by [`close_block`].
 pub fn open_block(args: Vec<Value>) {
-    with(|ctx| ctx.blocks.push(Block { args, insts: Vec::new() }))
+    with(|ctx| {
+        ctx.blocks.push(Block {
+            args,
+            insts: Vec::new(),
+        })
+    })
 }
 
 /// Closes the innermost nested block.

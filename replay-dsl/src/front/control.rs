@@ -85,7 +85,10 @@ fn check_same_types(op: &str, before: &[Value], after: &[Value]) -> bool {
     for (i, (a, b)) in before.iter().zip(after).enumerate() {
         let (ta, tb) = (ty(*a), ty(*b));
         if ta != tb {
-            fail(op, ErrorKind::Type(format!("carried value #{i} changes type from {ta} to {tb}")));
+            fail(
+                op,
+                ErrorKind::Type(format!("carried value #{i} changes type from {ta} to {tb}")),
+            );
             return false;
         }
     }
@@ -106,10 +109,17 @@ pub fn range(lo: impl Operand<i32>, hi: impl Operand<i32>) -> Range {
 
 /// The runtime range `lo..hi` stepping by `step` (which must be positive).
 pub fn range_step(lo: impl Operand<i32>, hi: impl Operand<i32>, step: impl Operand<i32>) -> Range {
-    let r = Range { lo: lo.value(), hi: hi.value(), step: step.value() };
+    let r = Range {
+        lo: lo.value(),
+        hi: hi.value(),
+        step: step.value(),
+    };
     for v in [r.lo, r.hi, r.step] {
         if !ty(v).shape.is_empty() {
-            fail("for", ErrorKind::Shape(format!("loop bounds must be scalars, got shape {:?}", ty(v).shape)));
+            fail(
+                "for",
+                ErrorKind::Shape(format!("loop bounds must be scalars, got shape {:?}", ty(v).shape)),
+            );
         }
     }
     r
@@ -131,7 +141,13 @@ pub fn for_range<C: Carry>(range: Range, init: C, body: impl FnOnce(Tile<i32>, C
     let block = close_block();
     let result_tys: Vec<Ty> = init_vals.iter().map(|v| ty(*v)).collect();
     let results = push(
-        Op::For { lo: range.lo, hi: range.hi, step: range.step, init: init_vals, body: block },
+        Op::For {
+            lo: range.lo,
+            hi: range.hi,
+            step: range.step,
+            init: init_vals,
+            body: block,
+        },
         result_tys,
     );
     init.rebuild(&mut results.into_iter())
@@ -177,7 +193,13 @@ impl Cond for bool {
 impl Cond for Tile<bool> {
     fn branch<C: Carry>(self, state: C, then_: impl FnOnce(C) -> C, else_: impl FnOnce(C) -> C) -> C {
         if !self.shape().is_empty() {
-            fail("if", ErrorKind::Shape(format!("a runtime `if` needs a scalar condition, got shape {:?}", self.shape())));
+            fail(
+                "if",
+                ErrorKind::Shape(format!(
+                    "a runtime `if` needs a scalar condition, got shape {:?}",
+                    self.shape()
+                )),
+            );
         }
         let init_vals = flat(&state);
         let trace_arm = |arm: Box<dyn FnOnce(C) -> C + '_>, state: &C| {
@@ -191,7 +213,14 @@ impl Cond for Tile<bool> {
         let then_block = trace_arm(Box::new(then_), &state);
         let else_block = trace_arm(Box::new(else_), &state);
         let tys: Vec<Ty> = init_vals.iter().map(|v| ty(*v)).collect();
-        let results = push(Op::If { cond: self.value, then_block, else_block }, tys);
+        let results = push(
+            Op::If {
+                cond: self.value,
+                then_block,
+                else_block,
+            },
+            tys,
+        );
         state.rebuild(&mut results.into_iter())
     }
     fn branch_value<C: Carry, V: Carry>(
@@ -201,7 +230,13 @@ impl Cond for Tile<bool> {
         else_: impl FnOnce(C) -> (C, V),
     ) -> (C, V) {
         if !self.shape().is_empty() {
-            fail("if", ErrorKind::Shape(format!("a runtime `if` needs a scalar condition, got shape {:?}", self.shape())));
+            fail(
+                "if",
+                ErrorKind::Shape(format!(
+                    "a runtime `if` needs a scalar condition, got shape {:?}",
+                    self.shape()
+                )),
+            );
         }
         let init_vals = flat(&state);
         // The then arm fixes the value's types; the else arm must yield the same ones.
@@ -215,14 +250,24 @@ impl Cond for Tile<bool> {
         open_block(vec![]);
         let else_vals = flat(&else_(state.rebuild(&mut init_vals.clone().into_iter())));
         if else_vals.len() != then_vals.len() {
-            fail("if", ErrorKind::Type("the arms of an `if` yield values of different types".into()));
+            fail(
+                "if",
+                ErrorKind::Type("the arms of an `if` yield values of different types".into()),
+            );
         } else {
             check_same_types("if", &then_vals, &else_vals);
         }
         push(Op::Yield(else_vals), vec![]);
         let else_block = close_block();
         let tys: Vec<Ty> = then_vals.iter().map(|v| ty(*v)).collect();
-        let results = push(Op::If { cond: self.value, then_block, else_block }, tys);
+        let results = push(
+            Op::If {
+                cond: self.value,
+                then_block,
+                else_block,
+            },
+            tys,
+        );
         let mut it = results.into_iter();
         let state = state.rebuild(&mut it);
         let value = then_value.rebuild(&mut it);

@@ -1,7 +1,9 @@
 //! The tile language's free functions: indexing, memory, math, reductions, scans, dot, atomics.
 
 use super::builder::{fail, push1, ty};
-use super::tile::{binary, broadcast_pair, broadcast_value, check_extents, unary, Element, Float, Num, Operand, Ptr, Scalar, Tile};
+use super::tile::{
+    binary, broadcast_pair, broadcast_value, check_extents, unary, Element, Float, Num, Operand, Ptr, Scalar, Tile,
+};
 use crate::error::ErrorKind;
 use crate::ir::{AtomicKind, BinaryOp, CmpOp, Op, ReduceKind, Rounding, ScanKind, UnaryOp, Value};
 use crate::types::{DType, Elem, Ty};
@@ -41,7 +43,10 @@ impl MaskArg for Tile<bool> {
 impl MaskArg for bool {
     fn mask(self) -> Option<Value> {
         if !self {
-            fail("mask", ErrorKind::Type("a constant `false` mask disables the access; remove it instead".into()));
+            fail(
+                "mask",
+                ErrorKind::Type("a constant `false` mask disables the access; remove it instead".into()),
+            );
         }
         None
     }
@@ -61,7 +66,14 @@ fn mask_for(ptr: Value, mask: Option<Value>, op: &str) -> (Value, Option<Value>)
 pub fn load<T: Scalar>(ptr: Tile<Ptr<T>>, mask: impl MaskArg) -> Tile<T> {
     let (p, m) = mask_for(ptr.value, mask.mask(), "load");
     let t = ty(p).with_dtype(T::DTYPE);
-    Tile::from_value(push1(Op::Load { ptr: p, mask: m, other: None }, t))
+    Tile::from_value(push1(
+        Op::Load {
+            ptr: p,
+            mask: m,
+            other: None,
+        },
+        t,
+    ))
 }
 
 /// Loads through a tile of pointers; lanes where `mask` is false read `other`.
@@ -69,7 +81,14 @@ pub fn load_or<T: Scalar>(ptr: Tile<Ptr<T>>, mask: Tile<bool>, other: impl Opera
     let (p, m) = broadcast_pair(ptr.value, mask.value, "load");
     let shape = ty(p).shape;
     let o = broadcast_value(other.value(), &shape, "load").unwrap_or(p);
-    Tile::from_value(push1(Op::Load { ptr: p, mask: Some(m), other: Some(o) }, Ty::new(T::DTYPE, shape)))
+    Tile::from_value(push1(
+        Op::Load {
+            ptr: p,
+            mask: Some(m),
+            other: Some(o),
+        },
+        Ty::new(T::DTYPE, shape),
+    ))
 }
 
 /// Stores `value` through a tile of pointers where `mask` is true.
@@ -79,11 +98,23 @@ pub fn store<T: Scalar>(ptr: Tile<Ptr<T>>, value: impl Operand<T>, mask: impl Ma
     let v = value.value();
     let vshape = ty(v).shape;
     if super::tile::broadcast_shapes(&vshape, &shape).as_deref() != Some(&shape[..]) {
-        fail("store", ErrorKind::Shape(format!("value of shape {vshape:?} stored through pointers of shape {shape:?}")));
+        fail(
+            "store",
+            ErrorKind::Shape(format!(
+                "value of shape {vshape:?} stored through pointers of shape {shape:?}"
+            )),
+        );
         return;
     }
     let v = broadcast_value(v, &shape, "store").unwrap_or(v);
-    super::builder::push(Op::Store { ptr: p, value: v, mask: m }, vec![]);
+    super::builder::push(
+        Op::Store {
+            ptr: p,
+            value: v,
+            mask: m,
+        },
+        vec![],
+    );
 }
 
 /// Elementwise `cond ? a : b` (Triton's `where`).
@@ -144,12 +175,22 @@ pub fn abs<T: Num>(x: Tile<T>) -> Tile<T> {
 fn reduce<T: Num>(x: Tile<T>, axis: usize, kind: ReduceKind, name: &str) -> Tile<T> {
     let t = ty(x.value);
     if axis >= t.rank() {
-        fail(name, ErrorKind::Axis(format!("axis {axis} of a tile of shape {:?}", t.shape)));
+        fail(
+            name,
+            ErrorKind::Axis(format!("axis {axis} of a tile of shape {:?}", t.shape)),
+        );
         return x;
     }
     let mut shape = t.shape.clone();
     shape.remove(axis);
-    Tile::from_value(push1(Op::Reduce { value: x.value, axis, kind }, Ty::new(t.dtype, shape)))
+    Tile::from_value(push1(
+        Op::Reduce {
+            value: x.value,
+            axis,
+            kind,
+        },
+        Ty::new(t.dtype, shape),
+    ))
 }
 
 fn reduce_all<T: Num>(x: Tile<T>, kind: ReduceKind, name: &str) -> Tile<T> {
@@ -188,10 +229,20 @@ pub fn min_all<T: Num>(x: Tile<T>) -> Tile<T> {
 fn scan<T: Num>(x: Tile<T>, axis: usize, kind: ScanKind, name: &str) -> Tile<T> {
     let t = ty(x.value);
     if axis >= t.rank() {
-        fail(name, ErrorKind::Axis(format!("axis {axis} of a tile of shape {:?}", t.shape)));
+        fail(
+            name,
+            ErrorKind::Axis(format!("axis {axis} of a tile of shape {:?}", t.shape)),
+        );
         return x;
     }
-    Tile::from_value(push1(Op::Scan { value: x.value, axis, kind }, t))
+    Tile::from_value(push1(
+        Op::Scan {
+            value: x.value,
+            axis,
+            kind,
+        },
+        t,
+    ))
 }
 /// Inclusive running sum along `axis`.
 pub fn cumsum<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
@@ -222,16 +273,32 @@ pub fn dot_acc<T: Float>(a: Tile<T>, b: Tile<T>, acc: Tile<f32>) -> Tile<f32> {
         fail("dot", ErrorKind::Shape(format!("dot needs K ≥ 4, got {sa:?} @ {sb:?}")));
         return acc;
     }
-    Tile::from_value(push1(Op::Dot { a: a.value, b: b.value, acc: acc.value }, ty(acc.value)))
+    Tile::from_value(push1(
+        Op::Dot {
+            a: a.value,
+            b: b.value,
+            acc: acc.value,
+        },
+        ty(acc.value),
+    ))
 }
 
-fn atomic<T: Num>(kind: AtomicKind, ptr: Tile<Ptr<T>>, value: Value, cmp: Option<Value>, mask: Option<Value>) -> Tile<T> {
+fn atomic<T: Num>(
+    kind: AtomicKind,
+    ptr: Tile<Ptr<T>>,
+    value: Value,
+    cmp: Option<Value>,
+    mask: Option<Value>,
+) -> Tile<T> {
     let name = format!("atomic_{kind:?}").to_lowercase();
     let mut shape = ty(ptr.value).shape;
     for v in [Some(value), cmp, mask].into_iter().flatten() {
         match super::tile::broadcast_shapes(&shape, &ty(v).shape) {
             Some(s) => shape = s,
-            None => fail(&name, ErrorKind::Shape(format!("operands do not broadcast with {shape:?}"))),
+            None => fail(
+                &name,
+                ErrorKind::Shape(format!("operands do not broadcast with {shape:?}")),
+            ),
         }
     }
     let b = |v: Value| broadcast_value(v, &shape, &name).unwrap_or(v);
@@ -242,9 +309,18 @@ fn atomic<T: Num>(kind: AtomicKind, ptr: Tile<Ptr<T>>, value: Value, cmp: Option
         _ => false,
     };
     if !ok {
-        fail(&name, ErrorKind::Type(format!("{name} is not supported on {}", T::ELEM)));
+        fail(
+            &name,
+            ErrorKind::Type(format!("{name} is not supported on {}", T::ELEM)),
+        );
     }
-    let op = Op::Atomic { kind, ptr: b(ptr.value), value: b(value), cmp: cmp.map(b), mask: mask.map(b) };
+    let op = Op::Atomic {
+        kind,
+        ptr: b(ptr.value),
+        value: b(value),
+        cmp: cmp.map(b),
+        mask: mask.map(b),
+    };
     Tile::from_value(push1(op, Ty::new(T::DTYPE, shape)))
 }
 
@@ -259,7 +335,12 @@ pub fn atomic_max<T: Num>(ptr: Tile<Ptr<T>>, value: impl Operand<T>, mask: impl 
 }
 /// Atomically replaces `cmp` by `value` at each pointer where `mask` holds; returns the old
 /// values.
-pub fn atomic_cas<T: Num>(ptr: Tile<Ptr<T>>, cmp: impl Operand<T>, value: impl Operand<T>, mask: impl MaskArg) -> Tile<T> {
+pub fn atomic_cas<T: Num>(
+    ptr: Tile<Ptr<T>>,
+    cmp: impl Operand<T>,
+    value: impl Operand<T>,
+    mask: impl MaskArg,
+) -> Tile<T> {
     atomic(AtomicKind::Cas, ptr, value.value(), Some(cmp.value()), mask.mask())
 }
 
@@ -277,10 +358,20 @@ impl<T: Scalar> Tile<T> {
     pub fn cast_stochastic<U: Float>(self, random_bits: Tile<u32>) -> Tile<U> {
         let t = ty(self.value);
         if !(T::ELEM == Elem::F32 && matches!(U::ELEM, Elem::F16 | Elem::BF16 | Elem::F8E4M3)) {
-            fail("cast.rs", ErrorKind::Type(format!("stochastic rounding converts f32 to f16/bf16/f8e4m3, not {} to {}", T::ELEM, U::ELEM)));
+            fail(
+                "cast.rs",
+                ErrorKind::Type(format!(
+                    "stochastic rounding converts f32 to f16/bf16/f8e4m3, not {} to {}",
+                    T::ELEM,
+                    U::ELEM
+                )),
+            );
         }
         let bits = broadcast_value(random_bits.value, &t.shape, "cast.rs").unwrap_or(random_bits.value);
-        Tile::from_value(push1(Op::Cast(self.value, Rounding::Stochastic(bits)), t.with_dtype(U::DTYPE)))
+        Tile::from_value(push1(
+            Op::Cast(self.value, Rounding::Stochastic(bits)),
+            t.with_dtype(U::DTYPE),
+        ))
     }
 }
 

@@ -117,7 +117,10 @@ impl<T: Element> Tile<T> {
     pub fn expand_dims(self, axis: usize) -> Tile<T> {
         let mut shape = self.shape();
         if axis > shape.len() {
-            fail("expand_dims", ErrorKind::Axis(format!("axis {axis} for a tile of shape {shape:?}")));
+            fail(
+                "expand_dims",
+                ErrorKind::Axis(format!("axis {axis} for a tile of shape {shape:?}")),
+            );
             return self;
         }
         shape.insert(axis, 1);
@@ -128,7 +131,10 @@ impl<T: Element> Tile<T> {
         let shape = shape.as_ref().to_vec();
         let old = self.shape();
         if shape.iter().product::<usize>() != old.iter().product::<usize>() {
-            fail("reshape", ErrorKind::Shape(format!("cannot reshape {old:?} into {shape:?}")));
+            fail(
+                "reshape",
+                ErrorKind::Shape(format!("cannot reshape {old:?} into {shape:?}")),
+            );
             return self;
         }
         if shape == old {
@@ -140,15 +146,23 @@ impl<T: Element> Tile<T> {
     pub fn trans(self) -> Tile<T> {
         let shape = self.shape();
         if shape.len() != 2 {
-            fail("trans", ErrorKind::Shape(format!("trans needs a 2-D tile, got {shape:?}")));
+            fail(
+                "trans",
+                ErrorKind::Shape(format!("trans needs a 2-D tile, got {shape:?}")),
+            );
             return self;
         }
-        Tile::from_value(push1(Op::Trans(self.value), Ty::new(T::DTYPE, vec![shape[1], shape[0]])))
+        Tile::from_value(push1(
+            Op::Trans(self.value),
+            Ty::new(T::DTYPE, vec![shape[1], shape[0]]),
+        ))
     }
     /// Broadcasts to `shape` (numpy rules: missing leading dimensions and size-1 dimensions
     /// expand).
     pub fn broadcast_to(self, shape: impl AsRef<[usize]>) -> Tile<T> {
-        broadcast_value(self.value, shape.as_ref(), "broadcast_to").map(Tile::from_value).unwrap_or(self)
+        broadcast_value(self.value, shape.as_ref(), "broadcast_to")
+            .map(Tile::from_value)
+            .unwrap_or(self)
     }
 }
 
@@ -163,18 +177,28 @@ pub fn full<T: Scalar>(shape: impl AsRef<[usize]>, x: T) -> Tile<T> {
 pub fn zeros<T: Num>(shape: impl AsRef<[usize]>) -> Tile<T> {
     let shape = shape.as_ref().to_vec();
     check_extents(&shape, "zeros");
-    let c = if T::ELEM.is_float() { Const::Float(0.0) } else { Const::Int(0) };
+    let c = if T::ELEM.is_float() {
+        Const::Float(0.0)
+    } else {
+        Const::Int(0)
+    };
     Tile::from_value(push1(Op::Const(c), Ty::new(T::DTYPE, shape)))
 }
 
 /// Records an error unless every extent is a power of two.
 pub(crate) fn check_extents(shape: &[usize], op: &str) -> bool {
     if shape.len() > 3 {
-        fail(op, ErrorKind::Extent(format!("tiles have at most 3 dimensions, got {shape:?}")));
+        fail(
+            op,
+            ErrorKind::Extent(format!("tiles have at most 3 dimensions, got {shape:?}")),
+        );
         return false;
     }
     if let Some(d) = shape.iter().find(|d| !d.is_power_of_two()) {
-        fail(op, ErrorKind::Extent(format!("extent {d} of shape {shape:?} is not a power of two")));
+        fail(
+            op,
+            ErrorKind::Extent(format!("extent {d} of shape {shape:?} is not a power of two")),
+        );
         return false;
     }
     true
@@ -204,7 +228,10 @@ pub(crate) fn broadcast_value(v: Value, shape: &[usize], op: &str) -> Option<Val
         return Some(v);
     }
     if broadcast_shapes(&t.shape, shape).as_deref() != Some(shape) {
-        fail(op, ErrorKind::Shape(format!("cannot broadcast {:?} to {:?}", t.shape, shape)));
+        fail(
+            op,
+            ErrorKind::Shape(format!("cannot broadcast {:?} to {:?}", t.shape, shape)),
+        );
         return None;
     }
     if t.shape.is_empty() {
@@ -233,7 +260,13 @@ pub(crate) fn broadcast_pair(a: Value, b: Value, op: &str) -> (Value, Value) {
             broadcast_value(b, &s, op).unwrap_or(b),
         ),
         None => {
-            fail(op, ErrorKind::Shape(format!("operands of shapes {:?} and {:?} do not broadcast", ta.shape, tb.shape)));
+            fail(
+                op,
+                ErrorKind::Shape(format!(
+                    "operands of shapes {:?} and {:?} do not broadcast",
+                    ta.shape, tb.shape
+                )),
+            );
             (a, a)
         }
     }
@@ -282,7 +315,10 @@ literal_operand!(bool, bool, |x| x);
 
 fn usize_to_i32(x: usize) -> i32 {
     i32::try_from(x).unwrap_or_else(|_| {
-        fail("constant", ErrorKind::Type(format!("constexpr {x} does not fit in i32")));
+        fail(
+            "constant",
+            ErrorKind::Type(format!("constexpr {x} does not fit in i32")),
+        );
         0
     })
 }
@@ -300,7 +336,10 @@ pub(crate) fn binary<T: Element>(op: BinaryOp, a: Value, b: Value) -> Tile<T> {
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => t.dtype.is_int() || t.dtype.is_bool(),
     };
     if !ok {
-        fail(&name, ErrorKind::Type(format!("`{name}` is not defined on {}", t.dtype)));
+        fail(
+            &name,
+            ErrorKind::Type(format!("`{name}` is not defined on {}", t.dtype)),
+        );
     }
     Tile::from_value(push1(Op::Binary(op, a, b), t))
 }
@@ -315,7 +354,10 @@ pub(crate) fn unary<T: Element>(op: UnaryOp, a: Value) -> Tile<T> {
     };
     if !ok {
         let name = format!("{op:?}").to_lowercase();
-        fail(&name, ErrorKind::Type(format!("`{name}` is not defined on {}", t.dtype)));
+        fail(
+            &name,
+            ErrorKind::Type(format!("`{name}` is not defined on {}", t.dtype)),
+        );
     }
     Tile::from_value(push1(Op::Unary(op, a), t))
 }

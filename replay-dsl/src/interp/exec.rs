@@ -15,8 +15,17 @@ use std::rc::Rc;
 
 /// A run-time fault, before it is tagged with the kernel, op and program.
 enum Fault {
-    OutOfBounds { buffer: u32, offset: i64, len: usize },
-    ElemMismatch { buffer: u32, offset: i64, pointer: Elem, buffer_elem: Elem },
+    OutOfBounds {
+        buffer: u32,
+        offset: i64,
+        len: usize,
+    },
+    ElemMismatch {
+        buffer: u32,
+        offset: i64,
+        pointer: Elem,
+        buffer_elem: Elem,
+    },
     DivZero,
     BadStep(i64),
     Unsupported(String),
@@ -39,9 +48,19 @@ fn unsupported<T>(msg: impl Into<String>) -> R<T> {
 pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], mem: &mut Memory) -> Result<(), InterpError> {
     let params = check_args(kernel, args, mem)?;
     if grid.iter().any(|&g| g > i32::MAX as u32) {
-        return Err(InterpError::Grid { kernel: kernel.name.clone(), grid });
+        return Err(InterpError::Grid {
+            kernel: kernel.name.clone(),
+            grid,
+        });
     }
-    let mut ex = Exec { k: kernel, mem, params, grid, pid: [0; 3], env: vec![None; kernel.values.len()] };
+    let mut ex = Exec {
+        k: kernel,
+        mem,
+        params,
+        grid,
+        pid: [0; 3],
+        env: vec![None; kernel.values.len()],
+    };
     for x in 0..grid[0] {
         for y in 0..grid[1] {
             for z in 0..grid[2] {
@@ -55,7 +74,11 @@ pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], mem: &mut Memory) -> R
 
 fn check_args(k: &Kernel, args: &[Arg], mem: &Memory) -> Result<Vec<Rc<Data>>, InterpError> {
     if args.len() != k.params.len() {
-        return Err(InterpError::ArgCount { kernel: k.name.clone(), expected: k.params.len(), got: args.len() });
+        return Err(InterpError::ArgCount {
+            kernel: k.name.clone(),
+            expected: k.params.len(),
+            got: args.len(),
+        });
     }
     let mut out = Vec::with_capacity(args.len());
     for (i, (p, a)) in k.params.iter().zip(args).enumerate() {
@@ -78,7 +101,10 @@ fn check_args(k: &Kernel, args: &[Arg], mem: &Memory) -> Result<Vec<Rc<Data>>, I
                 if mem.elem(buffer) != want {
                     return Err(bad(format!("{} (a buffer of {})", a.describe(), mem.elem(buffer))));
                 }
-                Data::P(vec![PtrVal { buf: buffer.0, off: offset }])
+                Data::P(vec![PtrVal {
+                    buf: buffer.0,
+                    off: offset,
+                }])
             }
             Arg::Bool(x) => Data::B(vec![x]),
             Arg::I32(x) => Data::I(vec![x as i64]),
@@ -110,15 +136,41 @@ impl<'a> Exec<'a> {
         let op = inst.op.mnemonic();
         let program = self.pid;
         match f {
-            Fault::OutOfBounds { buffer, offset, len } => {
-                InterpError::OutOfBounds { kernel, op, program, buffer, offset, len }
-            }
-            Fault::ElemMismatch { buffer, offset, pointer, buffer_elem } => {
-                InterpError::ElemMismatch { kernel, op, program, buffer, offset, pointer, buffer_elem }
-            }
+            Fault::OutOfBounds { buffer, offset, len } => InterpError::OutOfBounds {
+                kernel,
+                op,
+                program,
+                buffer,
+                offset,
+                len,
+            },
+            Fault::ElemMismatch {
+                buffer,
+                offset,
+                pointer,
+                buffer_elem,
+            } => InterpError::ElemMismatch {
+                kernel,
+                op,
+                program,
+                buffer,
+                offset,
+                pointer,
+                buffer_elem,
+            },
             Fault::DivZero => InterpError::DivisionByZero { kernel, op, program },
-            Fault::BadStep(step) => InterpError::BadStep { kernel, op, program, step },
-            Fault::Unsupported(message) => InterpError::Unsupported { kernel, op, program, message },
+            Fault::BadStep(step) => InterpError::BadStep {
+                kernel,
+                op,
+                program,
+                step,
+            },
+            Fault::Unsupported(message) => InterpError::Unsupported {
+                kernel,
+                op,
+                program,
+                message,
+            },
             Fault::Tagged(e) => *e,
         }
     }
@@ -127,7 +179,11 @@ impl<'a> Exec<'a> {
     fn block(&mut self, b: &'a Block) -> Result<Option<Vec<Rc<Data>>>, InterpError> {
         for inst in &b.insts {
             if let Op::Yield(vs) = &inst.op {
-                let vals = vs.iter().map(|v| self.get(*v)).collect::<R<Vec<_>>>().map_err(|f| self.tag(inst, f))?;
+                let vals = vs
+                    .iter()
+                    .map(|v| self.get(*v))
+                    .collect::<R<Vec<_>>>()
+                    .map_err(|f| self.tag(inst, f))?;
                 return Ok(Some(vals));
             }
             self.inst(inst).map_err(|f| self.tag(inst, f))?;
@@ -149,14 +205,22 @@ impl<'a> Exec<'a> {
     fn set_rc(&mut self, v: Value, d: Rc<Data>) -> R<()> {
         let n = self.k.ty(v).numel();
         if d.len() != n {
-            return unsupported(format!("value %{} has {} elements, its type {} has {n}", v.0, d.len(), self.k.ty(v)));
+            return unsupported(format!(
+                "value %{} has {} elements, its type {} has {n}",
+                v.0,
+                d.len(),
+                self.k.ty(v)
+            ));
         }
         self.env[v.0 as usize] = Some(d);
         Ok(())
     }
 
     fn result(inst: &Inst) -> R<Value> {
-        inst.results.first().copied().map_or_else(|| unsupported("op without a result"), Ok)
+        inst.results
+            .first()
+            .copied()
+            .map_or_else(|| unsupported("op without a result"), Ok)
     }
 
     fn val_elem(&self, v: Value) -> R<Elem> {
@@ -169,7 +233,12 @@ impl<'a> Exec<'a> {
     fn scalar_int(&self, v: Value) -> R<i64> {
         match &*self.get(v)? {
             Data::I(x) if x.len() == 1 => Ok(x[0]),
-            d => unsupported(format!("%{} should be an integer scalar, is a {} tile of {}", v.0, d.kind(), d.len())),
+            d => unsupported(format!(
+                "%{} should be an integer scalar, is a {} tile of {}",
+                v.0,
+                d.kind(),
+                d.len()
+            )),
         }
     }
 
@@ -185,7 +254,11 @@ impl<'a> Exec<'a> {
         let k = self.k;
         match &inst.op {
             Op::Param(i) => {
-                let d = self.params.get(*i).cloned().map_or_else(|| unsupported(format!("no parameter #{i}")), Ok)?;
+                let d = self
+                    .params
+                    .get(*i)
+                    .cloned()
+                    .map_or_else(|| unsupported(format!("no parameter #{i}")), Ok)?;
                 self.set_rc(Self::result(inst)?, d)
             }
             Op::Const(c) => {
@@ -210,7 +283,11 @@ impl<'a> Exec<'a> {
                 if a > 2 {
                     return unsupported(format!("grid axis {a}"));
                 }
-                let x = if matches!(inst.op, Op::ProgramId(_)) { self.pid[a] } else { self.grid[a] };
+                let x = if matches!(inst.op, Op::ProgramId(_)) {
+                    self.pid[a]
+                } else {
+                    self.grid[a]
+                };
                 self.set(Self::result(inst)?, Data::I(vec![x as i64]))
             }
             Op::Arange => {
@@ -233,10 +310,8 @@ impl<'a> Exec<'a> {
                 if si == so {
                     return self.set_rc(r, d);
                 }
-                let idx = broadcast_index(si, so).map_or_else(
-                    || unsupported(format!("cannot broadcast {si:?} to {so:?}")),
-                    Ok,
-                )?;
+                let idx = broadcast_index(si, so)
+                    .map_or_else(|| unsupported(format!("cannot broadcast {si:?} to {so:?}")), Ok)?;
                 self.set(r, d.gather(&idx))
             }
             Op::ExpandDims(a, _) | Op::Reshape(a) => {
@@ -326,11 +401,15 @@ impl<'a> Exec<'a> {
                 let (dp, d_o) = (self.get(*p)?, self.get(*o)?);
                 let out = match (&*dp, &*d_o) {
                     (Data::P(ps), Data::I(os)) if ps.len() == os.len() => Data::P(
-                        ps.iter().zip(os).map(|(p, &o)| PtrVal { buf: p.buf, off: p.off.wrapping_add(o) }).collect(),
+                        ps.iter()
+                            .zip(os)
+                            .map(|(p, &o)| PtrVal {
+                                buf: p.buf,
+                                off: p.off.wrapping_add(o),
+                            })
+                            .collect(),
                     ),
-                    (x, y) => {
-                        return unsupported(format!("addptr of a {} tile and a {} tile", x.kind(), y.kind()))
-                    }
+                    (x, y) => return unsupported(format!("addptr of a {} tile and a {} tile", x.kind(), y.kind())),
                 };
                 self.set(r, out)
             }
@@ -338,7 +417,9 @@ impl<'a> Exec<'a> {
                 let r = Self::result(inst)?;
                 let e = self.val_elem(r)?;
                 let dp = self.get(*ptr)?;
-                let Data::P(ps) = &*dp else { return unsupported("load through a non-pointer tile") };
+                let Data::P(ps) = &*dp else {
+                    return unsupported("load through a non-pointer tile");
+                };
                 let dm = mask.map(|m| self.bools(m)).transpose()?;
                 let mv: Option<&[bool]> = dm.as_deref().map(|d| match d {
                     Data::B(b) => &b[..],
@@ -350,7 +431,9 @@ impl<'a> Exec<'a> {
             }
             Op::Store { ptr, value, mask } => {
                 let dp = self.get(*ptr)?;
-                let Data::P(ps) = &*dp else { return unsupported("store through a non-pointer tile") };
+                let Data::P(ps) = &*dp else {
+                    return unsupported("store through a non-pointer tile");
+                };
                 let e = self.val_elem(*value)?;
                 let pe = k.ty(*ptr).dtype.pointee();
                 if pe != Some(e) {
@@ -364,11 +447,19 @@ impl<'a> Exec<'a> {
                 });
                 self.store(e, ps, &dv, mv)
             }
-            Op::Atomic { kind, ptr, value, cmp, mask } => {
+            Op::Atomic {
+                kind,
+                ptr,
+                value,
+                cmp,
+                mask,
+            } => {
                 let r = Self::result(inst)?;
                 let e = self.val_elem(*value)?;
                 let dp = self.get(*ptr)?;
-                let Data::P(ps) = &*dp else { return unsupported("atomic through a non-pointer tile") };
+                let Data::P(ps) = &*dp else {
+                    return unsupported("atomic through a non-pointer tile");
+                };
                 let dv = self.get(*value)?;
                 let dc = cmp.map(|c| self.get(c)).transpose()?;
                 let dm = mask.map(|m| self.bools(m)).transpose()?;
@@ -450,7 +541,13 @@ impl<'a> Exec<'a> {
                 }
                 self.set(r, Data::F(out.into_iter().map(|x| x as f64).collect()))
             }
-            Op::For { lo, hi, step, init, body } => {
+            Op::For {
+                lo,
+                hi,
+                step,
+                init,
+                body,
+            } => {
                 let (lo, hi, step) = (self.scalar_int(*lo)?, self.scalar_int(*hi)?, self.scalar_int(*step)?);
                 if step <= 0 {
                     return Err(Fault::BadStep(step));
@@ -476,14 +573,21 @@ impl<'a> Exec<'a> {
                 }
                 Ok(())
             }
-            Op::If { cond, then_block, else_block } => {
+            Op::If {
+                cond,
+                then_block,
+                else_block,
+            } => {
                 let dc = self.bools(*cond)?;
                 let Data::B(c) = &*dc else { unreachable!() };
                 if c.len() != 1 {
                     return unsupported("`if` on a non-scalar condition");
                 }
                 let blk = if c[0] { then_block } else { else_block };
-                let vals = self.block(blk).map_err(|e| Fault::Tagged(Box::new(e)))?.unwrap_or_default();
+                let vals = self
+                    .block(blk)
+                    .map_err(|e| Fault::Tagged(Box::new(e)))?
+                    .unwrap_or_default();
                 if vals.len() != inst.results.len() {
                     return unsupported("branch does not yield the `if`'s results");
                 }
@@ -500,13 +604,26 @@ impl<'a> Exec<'a> {
     #[inline]
     fn check(mem: &Memory, e: Elem, p: PtrVal) -> R<usize> {
         let Some(b) = mem.bufs.get(p.buf as usize) else {
-            return Err(Fault::OutOfBounds { buffer: p.buf, offset: p.off, len: 0 });
+            return Err(Fault::OutOfBounds {
+                buffer: p.buf,
+                offset: p.off,
+                len: 0,
+            });
         };
         if b.elem != e {
-            return Err(Fault::ElemMismatch { buffer: p.buf, offset: p.off, pointer: e, buffer_elem: b.elem });
+            return Err(Fault::ElemMismatch {
+                buffer: p.buf,
+                offset: p.off,
+                pointer: e,
+                buffer_elem: b.elem,
+            });
         }
         if p.off < 0 || p.off as u64 >= b.len as u64 {
-            return Err(Fault::OutOfBounds { buffer: p.buf, offset: p.off, len: b.len });
+            return Err(Fault::OutOfBounds {
+                buffer: p.buf,
+                offset: p.off,
+                len: b.len,
+            });
         }
         Ok(p.off as usize * e.bytes())
     }
@@ -735,7 +852,11 @@ fn split_axis(shape: &[usize], axis: usize) -> R<(usize, usize, usize)> {
     if axis >= shape.len() {
         return unsupported(format!("axis {axis} of shape {shape:?}"));
     }
-    Ok((shape[..axis].iter().product(), shape[axis], shape[axis + 1..].iter().product()))
+    Ok((
+        shape[..axis].iter().product(),
+        shape[axis],
+        shape[axis + 1..].iter().product(),
+    ))
 }
 
 /// Sequential reduction along the middle axis of `[outer, n, inner]`, index ascending.
@@ -961,5 +1082,10 @@ fn cast_stochastic(d: &Data, bits: &Data, src: DType, dst: DType) -> R<Data> {
         return unsupported("stochastic cast bits differ in size");
     }
     let t = dst.val().expect("value");
-    Ok(Data::F(x.iter().zip(r).map(|(&v, &b)| stochastic_round(v as f32, b as u32, t)).collect()))
+    Ok(Data::F(
+        x.iter()
+            .zip(r)
+            .map(|(&v, &b)| stochastic_round(v as f32, b as u32, t))
+            .collect(),
+    ))
 }

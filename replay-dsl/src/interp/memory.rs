@@ -40,7 +40,11 @@ impl Memory {
 
     /// Allocates a buffer holding a copy of `data`.
     pub fn alloc<T: HostElem>(&mut self, data: &[T]) -> BufferId {
-        self.push(Buffer { elem: T::ELEM, len: data.len(), bytes: slice_to_bytes(data) })
+        self.push(Buffer {
+            elem: T::ELEM,
+            len: data.len(),
+            bytes: slice_to_bytes(data),
+        })
     }
 
     /// Allocates `len` zeroed elements of `T`.
@@ -50,14 +54,26 @@ impl Memory {
 
     /// Allocates `len` zeroed elements of `elem`.
     pub fn alloc_elem(&mut self, elem: Elem, len: usize) -> BufferId {
-        self.push(Buffer { elem, len, bytes: vec![0; len * elem.bytes()] })
+        self.push(Buffer {
+            elem,
+            len,
+            bytes: vec![0; len * elem.bytes()],
+        })
     }
 
     /// Allocates a buffer of `elem` from its little-endian bytes (the length must be a multiple
     /// of the element size).
     pub fn alloc_bytes(&mut self, elem: Elem, bytes: Vec<u8>) -> BufferId {
-        assert!(bytes.len().is_multiple_of(elem.bytes()), "{} bytes is not a whole number of {elem}", bytes.len());
-        self.push(Buffer { elem, len: bytes.len() / elem.bytes(), bytes })
+        assert!(
+            bytes.len().is_multiple_of(elem.bytes()),
+            "{} bytes is not a whole number of {elem}",
+            bytes.len()
+        );
+        self.push(Buffer {
+            elem,
+            len: bytes.len() / elem.bytes(),
+            bytes,
+        })
     }
 
     fn push(&mut self, b: Buffer) -> BufferId {
@@ -66,7 +82,9 @@ impl Memory {
     }
 
     fn buf(&self, id: BufferId) -> &Buffer {
-        self.bufs.get(id.0 as usize).unwrap_or_else(|| panic!("unknown buffer {id}"))
+        self.bufs
+            .get(id.0 as usize)
+            .unwrap_or_else(|| panic!("unknown buffer {id}"))
     }
 
     /// The contents of a buffer of `T` (panics if the buffer holds another element type).
@@ -78,9 +96,18 @@ impl Memory {
 
     /// Overwrites a whole buffer of `T` (panics on another element type or length).
     pub fn write<T: HostElem>(&mut self, id: BufferId, data: &[T]) {
-        let b = self.bufs.get_mut(id.0 as usize).unwrap_or_else(|| panic!("unknown buffer {id}"));
+        let b = self
+            .bufs
+            .get_mut(id.0 as usize)
+            .unwrap_or_else(|| panic!("unknown buffer {id}"));
         assert_eq!(b.elem, T::ELEM, "buffer {id} holds {}, written as {}", b.elem, T::ELEM);
-        assert_eq!(b.len, data.len(), "buffer {id} has {} elements, written with {}", b.len, data.len());
+        assert_eq!(
+            b.len,
+            data.len(),
+            "buffer {id} has {} elements, written with {}",
+            b.len,
+            data.len()
+        );
         b.bytes = slice_to_bytes(data);
     }
 

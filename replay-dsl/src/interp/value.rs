@@ -70,7 +70,10 @@ impl Data {
     /// `c ? a : b` elementwise; `None` if `a` and `b` differ in kind.
     pub(crate) fn select(c: &[bool], a: &Data, b: &Data) -> Option<Data> {
         fn s<T: Copy>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
-            c.iter().zip(a.iter().zip(b)).map(|(&c, (&a, &b))| if c { a } else { b }).collect()
+            c.iter()
+                .zip(a.iter().zip(b))
+                .map(|(&c, (&a, &b))| if c { a } else { b })
+                .collect()
         }
         Some(match (a, b) {
             (Data::F(a), Data::F(b)) => Data::F(s(c, a, b)),
@@ -161,7 +164,11 @@ pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     if err != 0.0 && s.to_bits() & 1 == 0 {
         // Move s one f64 ulp toward the exact value: round-to-odd, then one final rounding.
         let toward_larger_magnitude = (err > 0.0) == (s > 0.0);
-        let bits = if toward_larger_magnitude { s.to_bits() + 1 } else { s.to_bits() - 1 };
+        let bits = if toward_larger_magnitude {
+            s.to_bits() + 1
+        } else {
+            s.to_bits() - 1
+        };
         return f64::from_bits(bits) as f32;
     }
     s as f32
@@ -232,7 +239,11 @@ mod tests {
             let r = next();
             let (a, b, c) = if i % 2 == 0 {
                 // Random bit patterns.
-                (f32::from_bits(r as u32), f32::from_bits((r >> 32) as u32), f32::from_bits(next() as u32))
+                (
+                    f32::from_bits(r as u32),
+                    f32::from_bits((r >> 32) as u32),
+                    f32::from_bits(next() as u32),
+                )
             } else {
                 // Near-cancelling values with nearby exponents, where double rounding bites.
                 let a = 1.0 + (r as u32 >> 9) as f32 * f32::EPSILON;
@@ -242,7 +253,10 @@ mod tests {
             };
             let want = a.mul_add(b, c);
             let got = fma_f32(a, b, c);
-            assert!(want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()), "{a:e} {b:e} {c:e}: {want:e} vs {got:e}");
+            assert!(
+                want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()),
+                "{a:e} {b:e} {c:e}: {want:e} vs {got:e}"
+            );
         }
         // A case where naive f64 evaluation double-rounds: a*b = 1 + 2^-24 + 2^-60-ish.
         let a = 1.0 + f32::EPSILON; // 1 + 2^-23

@@ -119,7 +119,10 @@ fn simplify(op: &Op, ty: &Ty, types: &[Ty], consts: &HashMap<Value, Const>) -> O
 
 fn is_identity_rhs(op: BinaryOp, e: Elem, y: Const) -> bool {
     match (op, y) {
-        (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Shl | BinaryOp::Shr | BinaryOp::Or | BinaryOp::Xor, Const::Int(0)) => e.is_int(),
+        (
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Shl | BinaryOp::Shr | BinaryOp::Or | BinaryOp::Xor,
+            Const::Int(0),
+        ) => e.is_int(),
         (BinaryOp::Mul | BinaryOp::Div, Const::Int(1)) => e.is_int(),
         (BinaryOp::Mul | BinaryOp::Div, Const::Float(f)) => f == 1.0,
         (BinaryOp::Sub, Const::Float(f)) => f == 0.0 && f.is_sign_positive(),
@@ -221,4 +224,3 @@ fn int_rem(e: Elem, a: i64, b: i64) -> Option<i64> {
         _ => a.checked_rem(b),
     }
 }
-

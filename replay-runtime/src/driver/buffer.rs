@@ -69,8 +69,7 @@ impl RawBuffer {
                     0
                 } else {
                     // SAFETY: a plain allocation; freed in Drop.
-                    unsafe { result::malloc_sync(bytes) }
-                        .map_err(|e| RuntimeError::driver("cuMemAlloc", e))?
+                    unsafe { result::malloc_sync(bytes) }.map_err(|e| RuntimeError::driver("cuMemAlloc", e))?
                 };
                 Storage::Cuda { ptr }
             }
@@ -152,9 +151,7 @@ impl RawBuffer {
         }
         match &self.storage {
             Storage::Host(v) => {
-                v.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .copy_from_slice(bytes);
+                v.lock().unwrap_or_else(|p| p.into_inner()).copy_from_slice(bytes);
                 Ok(())
             }
             Storage::Cuda { ptr } => {
@@ -197,17 +194,13 @@ impl RawBuffer {
         stream.same_device(&self.device, "buffer")?;
         stream.same_device(&src.device, "buffer")?;
         if src.elem != self.elem || src.len != self.len {
-            return Err(RuntimeError::Size(format!(
-                "copy from {src:?} into {self:?}"
-            )));
+            return Err(RuntimeError::Size(format!("copy from {src:?} into {self:?}")));
         }
         match (&self.storage, &src.storage) {
             (Storage::Host(d), Storage::Host(s)) => {
                 if !std::ptr::eq(d, s) {
                     let s = s.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    d.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .copy_from_slice(&s);
+                    d.lock().unwrap_or_else(|p| p.into_inner()).copy_from_slice(&s);
                 }
                 Ok(())
             }
@@ -256,10 +249,7 @@ pub fn encode_f64(e: Elem, values: &[f64]) -> Vec<u8> {
 /// Decodes elements of type `e` to `f64`.
 pub fn decode_f64(e: Elem, bytes: &[u8]) -> Vec<f64> {
     fn conv<T: HostElem>(bytes: &[u8]) -> Vec<f64> {
-        elem::decode::<T>(bytes)
-            .into_iter()
-            .map(T::to_f64)
-            .collect()
+        elem::decode::<T>(bytes).into_iter().map(T::to_f64).collect()
     }
     match e {
         Elem::Bool => conv::<bool>(bytes),
@@ -349,10 +339,7 @@ impl<T: HostElem> DeviceBuffer<T> {
 
     /// Wraps a raw buffer of element type `T`; `None` for another element type.
     pub fn from_raw(raw: RawBuffer) -> Option<Self> {
-        (raw.elem == T::ELEM).then_some(DeviceBuffer {
-            raw,
-            _t: PhantomData,
-        })
+        (raw.elem == T::ELEM).then_some(DeviceBuffer { raw, _t: PhantomData })
     }
 }
 
@@ -374,14 +361,9 @@ mod tests {
         let c = DeviceBuffer::<f32>::zeros(&s, 3).unwrap();
         c.raw().copy_from(&s, b.raw()).unwrap();
         assert_eq!(c.raw().read_f64(&s).unwrap(), vec![4.0, 5.0, 6.0]);
-        assert!(
-            DeviceBuffer::<i32>::from_raw(RawBuffer::zeros(&s, Elem::F32, 1).unwrap()).is_none()
-        );
+        assert!(DeviceBuffer::<i32>::from_raw(RawBuffer::zeros(&s, Elem::F32, 1).unwrap()).is_none());
         let other = Device::interpreter().new_stream().unwrap();
-        assert!(matches!(
-            b.to_host(&other),
-            Err(RuntimeError::DeviceMismatch(_))
-        ));
+        assert!(matches!(b.to_host(&other), Err(RuntimeError::DeviceMismatch(_))));
     }
 
     #[test]

@@ -30,12 +30,7 @@ impl Backend {
 
 /// Whether `REPLAY_INTERPRET` asks for the interpreter: `1`, `true`, `yes`, `on` (any case).
 pub fn interpret_requested(value: Option<&str>) -> bool {
-    value.is_some_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    })
+    value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
 
 /// What a device is and what it can hold.
@@ -94,9 +89,7 @@ pub struct Device {
 
 impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Device")
-            .field("info", &self.inner.info)
-            .finish()
+        f.debug_struct("Device").field("info", &self.inner.info).finish()
     }
 }
 
@@ -109,8 +102,7 @@ impl Eq for Device {}
 
 fn attr(dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Result<i32> {
     // SAFETY: `dev` came from cuDeviceGet after cuInit.
-    unsafe { result::device::get_attribute(dev, a) }
-        .map_err(|e| RuntimeError::driver("cuDeviceGetAttribute", e))
+    unsafe { result::device::get_attribute(dev, a) }.map_err(|e| RuntimeError::driver("cuDeviceGetAttribute", e))
 }
 
 impl Device {
@@ -138,31 +130,23 @@ impl Device {
             }
             Err(e) => return Err(RuntimeError::driver("cuInit", e)),
         }
-        let count =
-            result::device::get_count().map_err(|e| RuntimeError::driver("cuDeviceGetCount", e))?;
+        let count = result::device::get_count().map_err(|e| RuntimeError::driver("cuDeviceGetCount", e))?;
         let count = usize::try_from(count).unwrap_or(0);
         if ordinal >= count {
             return Err(RuntimeError::NoDevice { ordinal, count });
         }
-        let dev = result::device::get(ordinal as i32)
-            .map_err(|e| RuntimeError::driver("cuDeviceGet", e))?;
-        let name = result::device::get_name(dev)
-            .map_err(|e| RuntimeError::driver("cuDeviceGetName", e))?;
+        let dev = result::device::get(ordinal as i32).map_err(|e| RuntimeError::driver("cuDeviceGet", e))?;
+        let name = result::device::get_name(dev).map_err(|e| RuntimeError::driver("cuDeviceGetName", e))?;
         use sys::CUdevice_attribute as A;
         let cc = (
             attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32,
             attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32,
         );
-        let target = Target::from_compute_capability(cc.0, cc.1).ok_or_else(|| {
-            RuntimeError::UnsupportedGpu {
-                name: name.clone(),
-                cc,
-            }
-        })?;
+        let target = Target::from_compute_capability(cc.0, cc.1)
+            .ok_or_else(|| RuntimeError::UnsupportedGpu { name: name.clone(), cc })?;
         // SAFETY: `dev` is a valid device handle.
-        let total_memory = unsafe { result::device::total_mem(dev) }
-            .map_err(|e| RuntimeError::driver("cuDeviceTotalMem", e))?
-            as u64;
+        let total_memory =
+            unsafe { result::device::total_mem(dev) }.map_err(|e| RuntimeError::driver("cuDeviceTotalMem", e))? as u64;
         let mut version = 0i32;
         // SAFETY: writes one int.
         unsafe { sys::cuDriverGetVersion(&mut version) }
@@ -176,14 +160,10 @@ impl Device {
             total_memory,
             sm_count: attr(dev, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             l2_bytes: attr(dev, A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
-            max_shared_per_block: attr(
-                dev,
-                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-            )? as u32,
+            max_shared_per_block: attr(dev, A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32,
             driver_version: (version as u32 / 1000, (version as u32 % 1000) / 10),
         };
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| RuntimeError::driver("cuDevicePrimaryCtxRetain", e))?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| RuntimeError::driver("cuDevicePrimaryCtxRetain", e))?;
         // SAFETY: this crate orders work explicitly (stream synchronisation, events); cudarc's
         // per-buffer event tracking would add hidden syncs and break stream capture.
         unsafe { ctx.disable_event_tracking() };
@@ -280,10 +260,7 @@ mod tests {
             other => panic!("expected NoDriver, got {other:?}"),
         }
         // A second call takes the cached probe result.
-        assert!(matches!(
-            Device::cuda(3),
-            Err(RuntimeError::NoDriver { .. })
-        ));
+        assert!(matches!(Device::cuda(3), Err(RuntimeError::NoDriver { .. })));
     }
 
     #[test]

@@ -93,19 +93,14 @@ impl ModuleCache {
 }
 
 fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaFunction> {
-    let ctx = device
-        .cuda_ctx()
-        .expect("load_cuda on a CUDA device")
-        .clone();
+    let ctx = device.cuda_ctx().expect("load_cuda on a CUDA device").clone();
     let fail = |message: String| RuntimeError::Load {
         kernel: kernel.to_string(),
         entry: compiled.entry.clone(),
         message,
     };
-    let ptx = CString::new(compiled.ptx.as_str())
-        .map_err(|_| fail("PTX text contains a NUL byte".into()))?;
-    let entry = CString::new(compiled.entry.as_str())
-        .map_err(|_| fail("entry name contains a NUL byte".into()))?;
+    let ptx = CString::new(compiled.ptx.as_str()).map_err(|_| fail("PTX text contains a NUL byte".into()))?;
+    let entry = CString::new(compiled.entry.as_str()).map_err(|_| fail("entry name contains a NUL byte".into()))?;
     device.bind()?;
     // SAFETY: `ptx` is a NUL-terminated PTX image that outlives the call.
     let module = unsafe { result::module::load_data(ptx.as_ptr().cast()) }
@@ -116,9 +111,7 @@ fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaF
         Err(e) => {
             // SAFETY: not used after this.
             let _ = unsafe { result::module::unload(module) };
-            Err(fail(
-                RuntimeError::driver("cuModuleGetFunction", e).to_string(),
-            ))
+            Err(fail(RuntimeError::driver("cuModuleGetFunction", e).to_string()))
         }
     }
 }
@@ -164,10 +157,7 @@ impl Device {
                 }
             }
             DeviceKind::Cuda(_) => {
-                let target = key
-                    .target
-                    .or(self.info().target)
-                    .expect("a CUDA device has a target");
+                let target = key.target.or(self.info().target).expect("a CUDA device has a target");
                 let compiled = replay_dsl::compile(&ir, target)?;
                 let func = load_cuda(self, &key.kernel, &compiled)?;
                 use sys::CUfunction_attribute as A;
@@ -199,12 +189,7 @@ impl Device {
             }
         };
         let loaded = Arc::new(loaded);
-        let mut map = self
-            .inner
-            .modules
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut map = self.inner.modules.map.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(key).or_insert(loaded).clone())
     }
 
@@ -258,11 +243,7 @@ impl Device {
         use replay_dsl::ConfigValues;
         let key = ModuleKey {
             kernel: K::NAME.to_string(),
-            config: config
-                .values()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            config: config.values().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             specialization: spec.clone(),
             target: self.info().target,
         };
@@ -286,11 +267,7 @@ mod tests {
         };
         let err = d
             .load_with(key.clone(), || {
-                Err(CompileError::new(
-                    "k",
-                    "trace",
-                    ErrorKind::Unsupported("x".into()),
-                ))
+                Err(CompileError::new("k", "trace", ErrorKind::Unsupported("x".into())))
             })
             .unwrap_err();
         assert!(matches!(err, RuntimeError::Compile(_)));

@@ -92,9 +92,9 @@ impl Stream {
     pub fn wait(&self, event: &Event) -> Result<()> {
         self.same_device(&event.device, "event")?;
         match (&self.kind, &event.kind) {
-            (StreamKind::Cuda(s), EventKind::Cuda(e)) => s
-                .wait(e)
-                .map_err(|e| RuntimeError::driver("cuStreamWaitEvent", e)),
+            (StreamKind::Cuda(s), EventKind::Cuda(e)) => {
+                s.wait(e).map_err(|e| RuntimeError::driver("cuStreamWaitEvent", e))
+            }
             _ => Ok(()),
         }
     }
@@ -135,9 +135,9 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         stream.same_device(&self.device, "event")?;
         match (&self.kind, &stream.kind) {
-            (EventKind::Cuda(e), StreamKind::Cuda(s)) => e
-                .record(s)
-                .map_err(|e| RuntimeError::driver("cuEventRecord", e)),
+            (EventKind::Cuda(e), StreamKind::Cuda(s)) => {
+                e.record(s).map_err(|e| RuntimeError::driver("cuEventRecord", e))
+            }
             (EventKind::Host(t), _) => {
                 *t.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
                 Ok(())
@@ -174,9 +174,7 @@ impl Event {
                     )),
                 }
             }
-            _ => Err(RuntimeError::DeviceMismatch(
-                "events of different backends".into(),
-            )),
+            _ => Err(RuntimeError::DeviceMismatch("events of different backends".into())),
         }
     }
 }
@@ -197,9 +195,6 @@ mod tests {
         s.synchronize().unwrap();
         s.wait(&b).unwrap();
         let other = Device::interpreter().new_event().unwrap();
-        assert!(matches!(
-            other.record(&s),
-            Err(RuntimeError::DeviceMismatch(_))
-        ));
+        assert!(matches!(other.record(&s), Err(RuntimeError::DeviceMismatch(_))));
     }
 }

@@ -125,13 +125,7 @@ tuple_args!((P0, A0, 0));
 tuple_args!((P0, A0, 0), (P1, A1, 1));
 tuple_args!((P0, A0, 0), (P1, A1, 1), (P2, A2, 2));
 tuple_args!((P0, A0, 0), (P1, A1, 1), (P2, A2, 2), (P3, A3, 3));
-tuple_args!(
-    (P0, A0, 0),
-    (P1, A1, 1),
-    (P2, A2, 2),
-    (P3, A3, 3),
-    (P4, A4, 4)
-);
+tuple_args!((P0, A0, 0), (P1, A1, 1), (P2, A2, 2), (P3, A3, 3), (P4, A4, 4));
 tuple_args!(
     (P0, A0, 0),
     (P1, A1, 1),

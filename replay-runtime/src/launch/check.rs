@@ -222,9 +222,7 @@ mod tests {
     fn refuses_misaligned_pointers() {
         let args = [buf(100, 256 + 4), buf(100, 512), int(100)];
         let err = check_args("add", &params(), &[], &args).unwrap_err();
-        assert!(
-            matches!(err, LaunchError::Misaligned { ref param, addr: 260, .. } if param == "x")
-        );
+        assert!(matches!(err, LaunchError::Misaligned { ref param, addr: 260, .. } if param == "x"));
     }
 
     #[test]

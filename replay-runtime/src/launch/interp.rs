@@ -12,12 +12,7 @@ use replay_dsl::interp::{self, Arg, Memory};
 /// Runs `loaded.ir` over `grid`. Works on any device: buffers are read into host memory
 /// (ordered after the work already queued on `stream`), the kernel is interpreted, and every
 /// buffer is written back (so writes through shared references land, as on a GPU).
-pub fn run(
-    stream: &Stream,
-    loaded: &LoadedKernel,
-    grid: Grid,
-    args: &[ArgValue<'_>],
-) -> Result<()> {
+pub fn run(stream: &Stream, loaded: &LoadedKernel, grid: Grid, args: &[ArgValue<'_>]) -> Result<()> {
     let Some(ir) = loaded.ir.as_ref() else {
         return Err(RuntimeError::Unsupported {
             backend: "interpreter",

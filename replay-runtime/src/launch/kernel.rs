@@ -88,12 +88,7 @@ impl<K: KernelDef> CompiledKernel<K> {
     }
 
     /// Launches over `grid` with typed arguments, on the device's backend.
-    pub fn launch<A: LaunchArgs<K::Params>>(
-        &self,
-        stream: &Stream,
-        grid: impl Into<Grid>,
-        args: A,
-    ) -> Result<()> {
+    pub fn launch<A: LaunchArgs<K::Params>>(&self, stream: &Stream, grid: impl Into<Grid>, args: A) -> Result<()> {
         self.launch_values(stream, grid.into(), &args.values(), Engine::Device)
     }
 
@@ -109,11 +104,7 @@ impl<K: KernelDef> CompiledKernel<K> {
 
     /// The checks a launch with these arguments would run, without launching: the
     /// specialization it would use, or the error it would report.
-    pub fn check<A: LaunchArgs<K::Params>>(
-        &self,
-        grid: impl Into<Grid>,
-        args: A,
-    ) -> Result<Specialization> {
+    pub fn check<A: LaunchArgs<K::Params>>(&self, grid: impl Into<Grid>, args: A) -> Result<Specialization> {
         self.check_values(grid.into(), &args.values())
     }
 
@@ -127,13 +118,7 @@ impl<K: KernelDef> CompiledKernel<K> {
     }
 
     /// Launches with type-erased arguments (checked at run time against `K::params()`).
-    pub fn launch_values(
-        &self,
-        stream: &Stream,
-        grid: Grid,
-        args: &[ArgValue<'_>],
-        engine: Engine,
-    ) -> Result<()> {
+    pub fn launch_values(&self, stream: &Stream, grid: Grid, args: &[ArgValue<'_>], engine: Engine) -> Result<()> {
         stream.same_device(&self.device, "kernel")?;
         for a in args {
             if let ArgValue::Buffer(b) = a {
@@ -170,9 +155,7 @@ impl<K: KernelDef> CompiledKernel<K> {
                 };
                 super::interp::run(stream, &loaded, grid, args)
             }
-            (_, Backend::Interpreter) => {
-                super::interp::run(stream, &*self.load(&spec)?, grid, args)
-            }
+            (_, Backend::Interpreter) => super::interp::run(stream, &*self.load(&spec)?, grid, args),
             (Engine::Device, Backend::Cuda) => launch_cuda(stream, &*self.load(&spec)?, grid, args),
         }
     }
@@ -185,12 +168,7 @@ impl LoadedKernel {
     /// # Safety
     /// The arguments must match the kernel's parameters in number and type, and every buffer
     /// must be long enough for what the kernel accesses: nothing checks it.
-    pub unsafe fn launch_unchecked(
-        &self,
-        stream: &Stream,
-        grid: Grid,
-        args: &[ArgValue<'_>],
-    ) -> Result<()> {
+    pub unsafe fn launch_unchecked(&self, stream: &Stream, grid: Grid, args: &[ArgValue<'_>]) -> Result<()> {
         if grid.is_empty() {
             return Ok(());
         }
@@ -202,12 +180,7 @@ impl LoadedKernel {
 }
 
 /// Enqueues one launch of a loaded kernel on a CUDA stream.
-fn launch_cuda(
-    stream: &Stream,
-    loaded: &LoadedKernel,
-    grid: Grid,
-    args: &[ArgValue<'_>],
-) -> Result<()> {
+fn launch_cuda(stream: &Stream, loaded: &LoadedKernel, grid: Grid, args: &[ArgValue<'_>]) -> Result<()> {
     let (Some(func), Some(s)) = (loaded.cuda.as_ref(), stream.cu_stream()) else {
         return Err(RuntimeError::DeviceMismatch(
             "a CUDA launch without a CUDA stream or module".into(),

@@ -91,10 +91,7 @@ impl Device {
     /// JIT-loaded on a CUDA device, kept as IR on the interpreter. Cached per device by
     /// [`traced_key`], so loading the same IR again is free.
     pub fn load_traced(&self, kernel: &Kernel) -> Result<Arc<LoadedKernel>> {
-        self.load_with(
-            traced_key(kernel, self.info().target),
-            || Ok(kernel.clone()),
-        )
+        self.load_with(traced_key(kernel, self.info().target), || Ok(kernel.clone()))
     }
 }
 
@@ -106,10 +103,7 @@ impl LoadedKernel {
         let Some(ir) = self.ir.as_ref() else {
             return Err(RuntimeError::Unsupported {
                 backend: stream.device().backend().name(),
-                what: format!(
-                    "a checked launch of `{}`, which has no tile IR",
-                    self.key.kernel
-                ),
+                what: format!("a checked launch of `{}`, which has no tile IR", self.key.kernel),
             });
         };
         for a in args {
@@ -168,10 +162,7 @@ mod tests {
         let l2 = d.load_traced(&k2).unwrap();
         assert!(Arc::ptr_eq(&l2, &d.load_traced(&k2).unwrap()));
         let l3 = d.load_traced(&k3).unwrap();
-        assert!(
-            !Arc::ptr_eq(&l2, &l3),
-            "same name, different body: separate modules"
-        );
+        assert!(!Arc::ptr_eq(&l2, &l3), "same name, different body: separate modules");
         assert_eq!(d.loaded_modules(), 2);
 
         let x = DeviceBuffer::from_host(&s, &[1.0f32; 64]).unwrap();

@@ -95,12 +95,7 @@ pub fn time_runs(
 
 /// How many input sets to rotate through so that they span `l2_multiple` × the L2 size
 /// (`set_bytes` each), capped at `max_sets` and at a quarter of the device memory.
-pub fn rotation_sets(
-    l2_bytes: u64,
-    set_bytes: u64,
-    total_memory: u64,
-    settings: &BenchSettings,
-) -> usize {
+pub fn rotation_sets(l2_bytes: u64, set_bytes: u64, total_memory: u64, settings: &BenchSettings) -> usize {
     if set_bytes == 0 {
         return 1;
     }
@@ -153,10 +148,7 @@ pub fn compare(reference: &[f64], got: &[f64], rtol: f64, atol: f64) -> Result<(
     }
     match first_bad {
         None => Ok(()),
-        Some(first_bad) => Err(Mismatch {
-            max_rel_err,
-            first_bad,
-        }),
+        Some(first_bad) => Err(Mismatch { max_rel_err, first_bad }),
     }
 }
 
@@ -207,21 +199,10 @@ mod tests {
         let m = compare(&[1.0, 2.0, 3.0], &[1.0, 2.5, 3.0], 1e-2, 0.0).unwrap_err();
         assert_eq!(m.first_bad, 1);
         assert!((m.max_rel_err - 0.25).abs() < 1e-12);
-        assert!(compare(
-            &[f64::NAN, f64::INFINITY],
-            &[f64::NAN, f64::INFINITY],
-            0.0,
-            0.0
-        )
-        .is_ok());
+        assert!(compare(&[f64::NAN, f64::INFINITY], &[f64::NAN, f64::INFINITY], 0.0, 0.0).is_ok());
         assert!(compare(&[1.0], &[f64::NAN], 1.0, 1.0).is_err());
         assert!(compare(&[0.0], &[1e-4], 0.0, 1e-3).is_ok());
-        assert_eq!(
-            compare(&[1.0, 2.0], &[1.0], 0.1, 0.1)
-                .unwrap_err()
-                .first_bad,
-            1
-        );
+        assert_eq!(compare(&[1.0, 2.0], &[1.0], 0.1, 0.1).unwrap_err().first_bad, 1);
     }
 
     #[test]

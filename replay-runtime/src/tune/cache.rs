@@ -277,11 +277,7 @@ mod tests {
 
     fn record(kernel: &str, n: i64, best_block: i64) -> TuneRecord {
         let key = TuneKey::new(kernel, "src", Device::interpreter().info(), &[("n", n)]);
-        let values: Values = [
-            ("BLOCK".to_string(), best_block),
-            ("num_warps".to_string(), 4),
-        ]
-        .into();
+        let values: Values = [("BLOCK".to_string(), best_block), ("num_warps".to_string(), 4)].into();
         TuneRecord {
             key,
             best: Some(values.clone()),
@@ -321,10 +317,7 @@ mod tests {
         // A different bucket misses.
         assert!(back.get(&record("add", 5000, 1).key).is_none());
         // No temporary file is left behind.
-        assert_eq!(
-            std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
-            1
-        );
+        assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
     }
 
     #[test]
@@ -342,10 +335,7 @@ mod tests {
         assert_eq!(back.len(), 1);
         // A file of another version is not trusted either.
         std::fs::write(&path, br#"{"version": 99, "entries": {}}"#).unwrap();
-        assert!(TuneCache::open(&path)
-            .warning()
-            .unwrap()
-            .contains("version 99"));
+        assert!(TuneCache::open(&path).warning().unwrap().contains("version 99"));
     }
 
     #[test]

@@ -42,10 +42,7 @@ impl TuneKey {
     /// The key for `kernel` with `source` on `device` and problem `sizes` (order of the sizes
     /// does not matter; each is bucketed with [`bucket`]).
     pub fn new(kernel: &str, source: &str, device: &DeviceInfo, sizes: &[(&str, i64)]) -> TuneKey {
-        let mut shape: Vec<(String, u64)> = sizes
-            .iter()
-            .map(|(n, v)| (n.to_string(), bucket(*v)))
-            .collect();
+        let mut shape: Vec<(String, u64)> = sizes.iter().map(|(n, v)| (n.to_string(), bucket(*v))).collect();
         shape.sort();
         TuneKey {
             kernel: kernel.to_string(),
@@ -64,13 +61,7 @@ impl fmt::Display for TuneKey {
         write!(
             f,
             "{}|{}|{}|sm{}{}|drv{}.{}|",
-            self.kernel,
-            self.source_hash,
-            self.gpu,
-            self.cc.0,
-            self.cc.1,
-            self.driver.0,
-            self.driver.1
+            self.kernel, self.source_hash, self.gpu, self.cc.0, self.cc.1, self.driver.0, self.driver.1
         )?;
         for (i, (n, v)) in self.shape.iter().enumerate() {
             write!(f, "{}{n}={v}", if i > 0 { "," } else { "" })?;
@@ -110,10 +101,7 @@ mod tests {
         assert_eq!(a.to_string(), b.to_string());
         assert_eq!(
             a.to_string(),
-            format!(
-                "add|{}|NVIDIA H200|sm90|drv13.0|m=4,n=1024",
-                source_hash("fn add() {}")
-            )
+            format!("add|{}|NVIDIA H200|sm90|drv13.0|m=4,n=1024", source_hash("fn add() {}"))
         );
         // The hash is fixed forever (cache files depend on it).
         assert_eq!(source_hash(""), "e3b0c44298fc1c14");

@@ -25,9 +25,7 @@ impl TuneMode {
             "" | "cached" | "cache" | "on" | "1" | "true" => Ok(TuneMode::Cached),
             "off" | "0" | "false" | "no" => Ok(TuneMode::Off),
             "force" => Ok(TuneMode::Force),
-            other => Err(format!(
-                "REPLAY_TUNE={other:?}: expected off, cached or force"
-            )),
+            other => Err(format!("REPLAY_TUNE={other:?}: expected off, cached or force")),
         }
     }
 
@@ -63,9 +61,7 @@ mod tests {
         assert_eq!(TuneMode::parse(Some(" OFF ")), Ok(TuneMode::Off));
         assert_eq!(TuneMode::parse(Some("0")), Ok(TuneMode::Off));
         assert_eq!(TuneMode::parse(Some("Force")), Ok(TuneMode::Force));
-        assert!(TuneMode::parse(Some("sometimes"))
-            .unwrap_err()
-            .contains("sometimes"));
+        assert!(TuneMode::parse(Some("sometimes")).unwrap_err().contains("sometimes"));
         for m in [TuneMode::Off, TuneMode::Cached, TuneMode::Force] {
             assert_eq!(TuneMode::parse(Some(&m.to_string())), Ok(m));
         }

@@ -36,11 +36,7 @@ impl std::fmt::Debug for Scheme<'_> {
 impl<'a> Scheme<'a> {
     /// A scheme called `name`; `source` is hashed into the cache key (pass the sources of the
     /// kernels it launches, so editing any of them re-tunes).
-    pub fn new(
-        name: &str,
-        source: &str,
-        run: impl FnMut(&Values, &Stream, usize) -> Result<()> + 'a,
-    ) -> Self {
+    pub fn new(name: &str, source: &str, run: impl FnMut(&Values, &Stream, usize) -> Result<()> + 'a) -> Self {
         Scheme {
             name: name.to_string(),
             source: source.to_string(),
@@ -54,12 +50,8 @@ impl<'a> Scheme<'a> {
 
     /// Adds a candidate setting, e.g. `[("L", 8)]`.
     pub fn candidate<'n>(mut self, values: impl IntoIterator<Item = (&'n str, i64)>) -> Self {
-        self.candidates.push(
-            values
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-        );
+        self.candidates
+            .push(values.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
         self
     }
 
@@ -120,18 +112,9 @@ impl Autotuner {
                 Some(f) => f(values, &self.stream),
                 None => Ok(Vec::new()),
             };
-            let units = scheme
-                .units
-                .as_ref()
-                .map_or(1.0, |u| u(values))
-                .max(f64::MIN_POSITIVE);
+            let units = scheme.units.as_ref().map_or(1.0, |u| u(values)).max(f64::MIN_POSITIVE);
             let run = &mut scheme.run;
-            let outcome = self.evaluate(
-                &mut reference,
-                output,
-                |i| run(values, &self.stream, i),
-                units,
-            );
+            let outcome = self.evaluate(&mut reference, output, |i| run(values, &self.stream, i), units);
             records.push(CandidateRecord {
                 values: values.clone(),
                 outcome,

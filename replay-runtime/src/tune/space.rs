@@ -29,20 +29,12 @@ type LoadRule<C> = Box<dyn Fn(&C, &LoadInfo, &DeviceInfo) -> bool + Send + Sync>
 
 /// The named values of a configuration.
 pub fn values_of<C: ConfigValues>(config: &C) -> Values {
-    config
-        .values()
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
+    config.values().into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// A configuration's value called `name`.
 pub fn value_of<C: ConfigValues>(config: &C, name: &str) -> Option<i64> {
-    config
-        .values()
-        .into_iter()
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
+    config.values().into_iter().find(|(k, _)| *k == name).map(|(_, v)| v)
 }
 
 /// The candidates a search space yields for one problem.
@@ -78,10 +70,7 @@ impl<C: ConfigValues> std::fmt::Debug for SearchSpace<C> {
         f.debug_struct("SearchSpace")
             .field("explicit", &self.explicit)
             .field("axes", &self.axes)
-            .field(
-                "rules",
-                &self.rules.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            )
+            .field("rules", &self.rules.iter().map(|(n, _)| n).collect::<Vec<_>>())
             .field(
                 "load_rules",
                 &self.load_rules.iter().map(|(n, _)| n).collect::<Vec<_>>(),
@@ -112,8 +101,7 @@ impl<C: ConfigValues> SearchSpace<C> {
     /// The product of all axes is searched (the first axis varies slowest); names not given
     /// take their declared defaults.
     pub fn axis(mut self, name: &str, values: impl IntoIterator<Item = i64>) -> Self {
-        self.axes
-            .push((name.to_string(), values.into_iter().collect()));
+        self.axes.push((name.to_string(), values.into_iter().collect()));
         self
     }
 
@@ -171,8 +159,7 @@ impl<C: ConfigValues> SearchSpace<C> {
 
     /// The valid candidates for a problem, deduplicated, and the pruned points with reasons.
     pub fn candidates(&self, ctx: &PruneContext<'_>) -> Candidates<C> {
-        let mut points: Vec<Result<C, (Values, String)>> =
-            self.explicit.iter().cloned().map(Ok).collect();
+        let mut points: Vec<Result<C, (Values, String)>> = self.explicit.iter().cloned().map(Ok).collect();
         if !self.axes.is_empty() {
             let mut index = vec![0usize; self.axes.len()];
             if self.axes.iter().all(|(_, vs)| !vs.is_empty()) {
@@ -183,12 +170,10 @@ impl<C: ConfigValues> SearchSpace<C> {
                         .zip(&index)
                         .map(|((n, vs), &i)| (n.as_str(), vs[i]))
                         .collect();
-                    points.push(C::from_values(&named).map_err(|e| {
-                        (
-                            named.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
-                            e.to_string(),
-                        )
-                    }));
+                    points.push(
+                        C::from_values(&named)
+                            .map_err(|e| (named.iter().map(|(n, v)| (n.to_string(), *v)).collect(), e.to_string())),
+                    );
                     // Odometer increment, last axis fastest.
                     let mut d = self.axes.len();
                     loop {
@@ -232,17 +217,8 @@ impl<C: ConfigValues> SearchSpace<C> {
     }
 
     /// The name of the first load constraint that `config`'s loaded kernel violates.
-    pub fn check_loaded(
-        &self,
-        config: &C,
-        info: &LoadInfo,
-        device: &DeviceInfo,
-    ) -> Result<(), String> {
-        match self
-            .load_rules
-            .iter()
-            .find(|(_, keep)| !keep(config, info, device))
-        {
+    pub fn check_loaded(&self, config: &C, info: &LoadInfo, device: &DeviceInfo) -> Result<(), String> {
+        match self.load_rules.iter().find(|(_, keep)| !keep(config, info, device)) {
             Some((name, _)) => Err(name.clone()),
             None => Ok(()),
         }
@@ -331,9 +307,7 @@ pub(crate) mod tests {
             device: &dev,
             sizes: &[],
         };
-        let c = SearchSpace::<Cfg>::new()
-            .axis("BLOKC", [1])
-            .candidates(&ctx);
+        let c = SearchSpace::<Cfg>::new().axis("BLOKC", [1]).candidates(&ctx);
         assert!(c.valid.is_empty());
         assert!(c.pruned[0].1.contains("BLOKC"));
         // An empty axis yields nothing; an empty space yields nothing.
@@ -349,10 +323,7 @@ pub(crate) mod tests {
     fn load_constraints() {
         let dev = Device::interpreter().info().clone();
         let space = SearchSpace::<Cfg>::new().register_limit();
-        let cfg = Cfg {
-            block: 1,
-            num_warps: 8,
-        };
+        let cfg = Cfg { block: 1, num_warps: 8 };
         let fits = LoadInfo {
             num_threads: 256,
             shared_bytes: 0,

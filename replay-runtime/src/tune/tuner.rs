@@ -222,9 +222,7 @@ impl Autotuner {
             return ProgressBar::hidden();
         }
         let bar = ProgressBar::new(len as u64);
-        if let Ok(style) =
-            ProgressStyle::with_template("tuning {prefix} [{bar:30}] {pos}/{len} {msg}")
-        {
+        if let Ok(style) = ProgressStyle::with_template("tuning {prefix} [{bar:30}] {pos}/{len} {msg}") {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_string());
@@ -242,11 +240,7 @@ impl Autotuner {
     ) -> Outcome {
         let output = match output {
             Ok(o) => o,
-            Err(e) => {
-                return Outcome::Failed {
-                    reason: e.to_string(),
-                }
-            }
+            Err(e) => return Outcome::Failed { reason: e.to_string() },
         };
         match reference {
             None => *reference = Some(output),
@@ -265,9 +259,7 @@ impl Autotuner {
                 min_ms: t.min_ms / units,
                 samples: t.samples,
             },
-            Err(e) => Outcome::Failed {
-                reason: e.to_string(),
-            },
+            Err(e) => Outcome::Failed { reason: e.to_string() },
         }
     }
 
@@ -277,9 +269,7 @@ impl Autotuner {
         let best = candidates
             .iter()
             .filter_map(|c| match c.outcome {
-                Outcome::Timed { median_ms, .. } if median_ms.is_finite() => {
-                    Some((median_ms, &c.values))
-                }
+                Outcome::Timed { median_ms, .. } if median_ms.is_finite() => Some((median_ms, &c.values)),
                 _ => None,
             })
             .min_by(|a, b| a.0.total_cmp(&b.0))
@@ -345,10 +335,7 @@ impl Autotuner {
                 });
             }
         }
-        let ints: Vec<Option<i64>> = scalars
-            .iter()
-            .map(|s| s.and_then(|s| s.value().int()))
-            .collect();
+        let ints: Vec<Option<i64>> = scalars.iter().map(|s| s.and_then(|s| s.value().int())).collect();
         let sizes: Vec<(&str, i64)> = if problem.sizes.is_empty() {
             params
                 .iter()
@@ -356,11 +343,7 @@ impl Autotuner {
                 .filter_map(|(p, v)| v.map(|v| (p.name, v)))
                 .collect()
         } else {
-            problem
-                .sizes
-                .iter()
-                .map(|(n, v)| (n.as_str(), *v))
-                .collect()
+            problem.sizes.iter().map(|(n, v)| (n.as_str(), *v)).collect()
         };
         let info = self.device.info().clone();
         let ctx = PruneContext {
@@ -369,11 +352,7 @@ impl Autotuner {
         };
         let cands = space.candidates(&ctx);
         let Some(first) = cands.valid.first().cloned() else {
-            let why: Vec<String> = cands
-                .pruned
-                .iter()
-                .map(|(v, r)| format!("{v:?}: {r}"))
-                .collect();
+            let why: Vec<String> = cands.pruned.iter().map(|(v, r)| format!("{v:?}: {r}")).collect();
             return Err(RuntimeError::Tune {
                 kernel: K::NAME.into(),
                 message: format!("no valid candidate ({})", why.join("; ")),
@@ -401,11 +380,7 @@ impl Autotuner {
         // Buffers: as long as the longest extent over all candidates (or as given).
         let mut lens: Vec<Option<u64>> = vec![None; params.len()];
         for c in &cands.valid {
-            for (i, e) in K::extents(c, &ints)
-                .into_iter()
-                .enumerate()
-                .take(params.len())
-            {
+            for (i, e) in K::extents(c, &ints).into_iter().enumerate().take(params.len()) {
                 if let Some(e) = e {
                     lens[i] = Some(lens[i].map_or(e, |l: u64| l.max(e)));
                 }
@@ -438,10 +413,7 @@ impl Autotuner {
                 pointer_params.push((i, e, len as usize, fill));
             }
         }
-        let set_bytes: u64 = pointer_params
-            .iter()
-            .map(|(_, e, l, _)| (*l * e.bytes()) as u64)
-            .sum();
+        let set_bytes: u64 = pointer_params.iter().map(|(_, e, l, _)| (*l * e.bytes()) as u64).sum();
         let nsets = rotation_sets(info.l2_bytes, set_bytes, info.total_memory, &self.settings);
         // Initial contents of every buffer of every set; set 0 is reset before each check run.
         let mut initial: Vec<Vec<Vec<u8>>> = Vec::with_capacity(nsets);
@@ -453,9 +425,7 @@ impl Autotuner {
                 let values = match fill {
                     Fill::Uniform(lo, hi) => uniform((s as u64) << 32 | *i as u64, *len, *lo, *hi),
                     Fill::Constant(v) => vec![*v; *len],
-                    Fill::Values(v) if !v.is_empty() => {
-                        v.iter().copied().cycle().take(*len).collect()
-                    }
+                    Fill::Values(v) if !v.is_empty() => v.iter().copied().cycle().take(*len).collect(),
                     Fill::Values(_) => vec![0.0; *len],
                 };
                 let b = RawBuffer::zeros(&self.stream, *e, *len)?;
@@ -500,9 +470,7 @@ impl Autotuner {
             let kernel = CompiledKernel::<K>::lazy(&self.device, c.clone());
             let grid = (problem.grid)(c);
             let outcome = match kernel.load(&spec) {
-                Err(e) => Outcome::Failed {
-                    reason: e.to_string(),
-                },
+                Err(e) => Outcome::Failed { reason: e.to_string() },
                 Ok(loaded) => match space.check_loaded(c, &loaded.info, &info) {
                     Err(reason) => Outcome::Pruned { reason },
                     Ok(()) => {

@@ -5,9 +5,7 @@ use replay_dsl::front::builder::trace;
 use replay_dsl::front::tile::Tile;
 use replay_dsl::ir::{CmpOp, Kernel, Param};
 use replay_dsl::prelude::*;
-use replay_dsl::{
-    CompileError, ConfigValues, DType, Elem, ErrorKind, KernelDef, ParamSpec, Specialization,
-};
+use replay_dsl::{CompileError, ConfigValues, DType, Elem, ErrorKind, KernelDef, ParamSpec, Specialization};
 
 /// `out[i] = x[i] + y[i]` for `i < n`; `BUG = 1` computes `x[i] - y[i]`, `BUG = 2` stores
 /// without the mask (out of bounds past `n`).
@@ -33,11 +31,7 @@ impl Default for AddConfig {
 
 impl ConfigValues for AddConfig {
     fn values(&self) -> Vec<(&'static str, i64)> {
-        vec![
-            ("BLOCK", self.block),
-            ("BUG", self.bug),
-            ("num_warps", self.num_warps),
-        ]
+        vec![("BLOCK", self.block), ("BUG", self.bug), ("num_warps", self.num_warps)]
     }
     fn from_values(values: &[(&str, i64)]) -> Result<Self, CompileError> {
         let mut c = AddConfig::default();
@@ -99,10 +93,7 @@ impl KernelDef for Add {
         let block = config.block as usize;
         let bug = config.bug == 1;
         let unmasked = config.bug == 2;
-        let constexprs = vec![
-            ("BLOCK".to_string(), config.block),
-            ("BUG".to_string(), config.bug),
-        ];
+        let constexprs = vec![("BLOCK".to_string(), config.block), ("BUG".to_string(), config.bug)];
         trace("add", params, constexprs, config.num_warps as u32, |a| {
             let x = Tile::<Ptr<f32>>::from_value(a[0]);
             let y = Tile::<Ptr<f32>>::from_value(a[1]);

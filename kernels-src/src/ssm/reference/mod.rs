@@ -117,15 +117,7 @@ pub fn recurrent_step(
 ) {
     let shape = states.shape();
     let (dv, dk) = (shape.dv, shape.dk);
-    check_batch(
-        shape,
-        params,
-        states.slots(),
-        slots,
-        inputs.len(),
-        out.len(),
-        1,
-    );
+    check_batch(shape, params, states.slots(), slots, inputs.len(), out.len(), 1);
     for (r, (&slot, input)) in slots.iter().zip(inputs).enumerate() {
         if slot == 0 {
             continue;
@@ -181,11 +173,7 @@ fn check_batch(
     assert!(params.a.len() == shape.heads && params.d.len() == shape.heads);
     assert_eq!(params.dt_bias.len(), shape.heads);
     assert_eq!(slots.len(), rows, "one slot index per row");
-    assert_eq!(
-        out_len,
-        rows * out_per_row * shape.heads * shape.dv,
-        "output length"
-    );
+    assert_eq!(out_len, rows * out_per_row * shape.heads * shape.dv, "output length");
     let mut seen = vec![false; n_slots];
     for &s in slots.iter().filter(|&&s| s != 0) {
         assert!(s < n_slots, "slot {s} out of range");

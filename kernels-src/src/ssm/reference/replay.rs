@@ -7,9 +7,7 @@
 //! accumulated directly over the range (walking back from its end), never as a ratio of prefix
 //! products or a difference of prefix sums: a zero decay or a long window cannot give `0/0`.
 
-use super::{
-    check_batch, check_input, dot, finish_output, softplus, Mamba2Params, SlotStates, StepInput,
-};
+use super::{check_batch, check_input, dot, finish_output, softplus, Mamba2Params, SlotStates, StepInput};
 use crate::ssm::shapes::ModelShape;
 
 /// What replay stores per decode step and row (all heads) instead of a state:
@@ -46,12 +44,7 @@ impl Record {
 /// drafts accepted and `next_drafts` drafts to verify next, returns the new committed count
 /// `committed + accepted` (a pointer move: rejected records are overwritten later) and the next
 /// step's flush flag, `committed + accepted + next_drafts > window`.
-pub fn commit_rule(
-    committed: usize,
-    accepted: usize,
-    next_drafts: usize,
-    window: usize,
-) -> (usize, bool) {
+pub fn commit_rule(committed: usize, accepted: usize, next_drafts: usize, window: usize) -> (usize, bool) {
     let h = committed + accepted;
     (h, h + next_drafts > window)
 }
@@ -78,10 +71,7 @@ impl ReplayCache {
     /// `window` (`L ≥ 1`) records and verifying at most `max_drafts` (`T ≤ L`) drafts per step.
     pub fn new(checkpoints: SlotStates, window: usize, max_drafts: usize) -> Self {
         assert!(window >= 1, "window must be at least 1");
-        assert!(
-            max_drafts <= window,
-            "drafts must fit in one window (T ≤ L)"
-        );
+        assert!(max_drafts <= window, "drafts must fit in one window (T ≤ L)");
         let slots = checkpoints.slots();
         ReplayCache {
             ckpt: checkpoints,
@@ -139,23 +129,9 @@ impl ReplayCache {
     /// `S_ckpt ← γ_L S_ckpt + Σ_j γ_{j+1:L} v_j k_jᵀ`, the ring is emptied (`h ← 0`) and the
     /// current record is never written to it. Non-flush steps write one record and no state.
     /// Resets the slot's flush flag (`h + 1 > L` is false after a decode step).
-    pub fn decode_step(
-        &mut self,
-        params: &Mamba2Params,
-        slots: &[usize],
-        inputs: &[StepInput],
-        out: &mut [f64],
-    ) {
+    pub fn decode_step(&mut self, params: &Mamba2Params, slots: &[usize], inputs: &[StepInput], out: &mut [f64]) {
         let shape = self.ckpt.shape();
-        check_batch(
-            shape,
-            params,
-            self.ckpt.slots(),
-            slots,
-            inputs.len(),
-            out.len(),
-            1,
-        );
+        check_batch(shape, params, self.ckpt.slots(), slots, inputs.len(), out.len(), 1);
         let per_row = shape.heads * shape.dv;
         for (r, (&slot, input)) in slots.iter().zip(inputs).enumerate() {
             if slot == 0 {
@@ -168,15 +144,7 @@ impl ReplayCache {
             let mut records = self.records(slot, h);
             records.push(&record);
             let y = &mut out[r * per_row..(r + 1) * per_row];
-            output_only(
-                shape,
-                params,
-                self.ckpt.slot(slot),
-                &records,
-                h,
-                &[input],
-                y,
-            );
+            output_only(shape, params, self.ckpt.slot(slot), &records, h, &[input], y);
             if h + 1 == self.window {
                 let records: Vec<Record> = records.into_iter().cloned().collect();
                 let refs: Vec<&Record> = records.iter().collect();
@@ -199,32 +167,15 @@ impl ReplayCache {
     /// `out[r][s][head][dv]`. If the slot's flush flag is set (it must equal `h + T > L`), the
     /// `h` committed records are then folded into the checkpoint and dropped, keeping the drafts
     /// (`h ← 0`). Call [`ReplayCache::commit`] before the next step.
-    pub fn verify(
-        &mut self,
-        params: &Mamba2Params,
-        slots: &[usize],
-        drafts: &[Vec<StepInput>],
-        out: &mut [f64],
-    ) {
+    pub fn verify(&mut self, params: &Mamba2Params, slots: &[usize], drafts: &[Vec<StepInput>], out: &mut [f64]) {
         let shape = self.ckpt.shape();
         let t = drafts.first().map_or(1, Vec::len);
-        assert!(
-            (1..=self.max_drafts).contains(&t),
-            "draft count {t} out of range"
-        );
+        assert!((1..=self.max_drafts).contains(&t), "draft count {t} out of range");
         assert!(
             drafts.iter().all(|d| d.len() == t),
             "every row carries the same number of drafts"
         );
-        check_batch(
-            shape,
-            params,
-            self.ckpt.slots(),
-            slots,
-            drafts.len(),
-            out.len(),
-            t,
-        );
+        check_batch(shape, params, self.ckpt.slots(), slots, drafts.len(), out.len(), t);
         let per_row = t * shape.heads * shape.dv;
         for (r, (&slot, row_drafts)) in slots.iter().zip(drafts).enumerate() {
             if slot == 0 {
@@ -244,15 +195,7 @@ impl ReplayCache {
             let records = self.records(slot, h + t);
             let queries: Vec<&StepInput> = row_drafts.iter().collect();
             let y = &mut out[r * per_row..(r + 1) * per_row];
-            output_only(
-                shape,
-                params,
-                self.ckpt.slot(slot),
-                &records,
-                h,
-                &queries,
-                y,
-            );
+            output_only(shape, params, self.ckpt.slot(slot), &records, h, &queries, y);
             if self.flush[slot] {
                 let committed: Vec<Record> = records[..h].iter().map(|&rec| rec.clone()).collect();
                 let refs: Vec<&Record> = committed.iter().collect();

@@ -72,10 +72,7 @@ fn random_states(rng: &mut Rng, slots: usize) -> SlotStates {
     let mut states = SlotStates::zeros(CPU_TEST, slots);
     states.slot_mut(0).fill(SENTINEL);
     for s in 1..slots {
-        states
-            .slot_mut(s)
-            .iter_mut()
-            .for_each(|v| *v = rng.normal());
+        states.slot_mut(s).iter_mut().for_each(|v| *v = rng.normal());
     }
     states
 }
@@ -86,10 +83,7 @@ fn assert_close(got: &[f64], want: &[f64], chunk: usize, what: &str) {
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.chunks(chunk).zip(want.chunks(chunk)).enumerate() {
         let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        let err = g
-            .iter()
-            .zip(w)
-            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        let err = g.iter().zip(w).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
         assert!(
             err.is_finite() && err <= TOL * scale,
             "{what}, chunk {i}: error {err:e} at scale {scale:e}"
@@ -144,9 +138,7 @@ fn check_decode(window: usize, gated: bool, seed: u64) {
         assert_close(&got, &want, shape.dv, &what);
         for (r, &slot) in slots.iter().enumerate() {
             if slot == 0 {
-                assert!(got[r * per_row..(r + 1) * per_row]
-                    .iter()
-                    .all(|&v| v == SENTINEL));
+                assert!(got[r * per_row..(r + 1) * per_row].iter().all(|&v| v == SENTINEL));
                 continue;
             }
             active[slot] += 1;
@@ -160,10 +152,7 @@ fn check_decode(window: usize, gated: bool, seed: u64) {
         }
     }
     for (slot, &n) in active.iter().enumerate().take(ROWS).skip(1) {
-        assert!(
-            n >= 3 * window,
-            "slot {slot}: {n} steps, fewer than 3 windows"
-        );
+        assert!(n >= 3 * window, "slot {slot}: {n} steps, fewer than 3 windows");
     }
     assert_untouched(&replay, &plain);
 }
@@ -243,20 +232,12 @@ fn check_verify(window: usize, max_drafts: usize, gated: bool, seed: u64) {
             .collect();
         let live_accepted: Vec<usize> = live
             .iter()
-            .map(|&l| {
-                slots
-                    .iter()
-                    .position(|&s| s == l && l != 0)
-                    .map_or(0, |r| accepted[r])
-            })
+            .map(|&l| slots.iter().position(|&s| s == l && l != 0).map_or(0, |r| accepted[r]))
             .collect();
         replay.commit(&live, &live_accepted, next_t);
         for &slot in live.iter().filter(|&&s| s != 0) {
             assert!(replay.committed(slot) <= window, "{what}");
-            assert_eq!(
-                replay.flush_pending(slot),
-                replay.committed(slot) + next_t > window
-            );
+            assert_eq!(replay.flush_pending(slot), replay.committed(slot) + next_t > window);
             assert_close(
                 &replay.state(&params, slot),
                 plain.slot(slot),
@@ -294,17 +275,8 @@ fn zero_decay_stays_finite() {
         if t % 5 == 2 {
             input.dt.iter_mut().for_each(|d| *d = 1e4); // α = exp(−1e4·|A|) = 0
         }
-        let (mut want, mut got) = (
-            vec![0.0; shape.heads * shape.dv],
-            vec![0.0; shape.heads * shape.dv],
-        );
-        recurrent_step(
-            &params,
-            &mut plain,
-            &[1],
-            std::slice::from_ref(&input),
-            &mut want,
-        );
+        let (mut want, mut got) = (vec![0.0; shape.heads * shape.dv], vec![0.0; shape.heads * shape.dv]);
+        recurrent_step(&params, &mut plain, &[1], std::slice::from_ref(&input), &mut want);
         replay.decode_step(&params, &[1], std::slice::from_ref(&input), &mut got);
         assert_close(&got, &want, shape.dv, &format!("step {t}"));
     }

@@ -21,7 +21,11 @@ impl Emitter<'_> {
             }
             (Elem::Bool, t) => {
                 let d = self.reg(Class::of_elem(t));
-                emit!(self, "selp.{} {d}, 1, 0, {x}", if t == Elem::I64 { "b64" } else { "b32" });
+                emit!(
+                    self,
+                    "selp.{} {d}, 1, 0, {x}",
+                    if t == Elem::I64 { "b64" } else { "b32" }
+                );
                 d
             }
             (f, Elem::Bool) => {
@@ -61,7 +65,12 @@ impl Emitter<'_> {
             (Elem::I32 | Elem::U32, Elem::I32 | Elem::U32) => x,
             (f, Elem::I64) => {
                 let d = self.reg(Class::B64);
-                emit!(self, "cvt.{}.{} {d}, {x}", if f == Elem::I32 { "s64" } else { "u64" }, int_type(f));
+                emit!(
+                    self,
+                    "cvt.{}.{} {d}, {x}",
+                    if f == Elem::I32 { "s64" } else { "u64" },
+                    int_type(f)
+                );
                 d
             }
             _ => {
@@ -83,7 +92,11 @@ impl Emitter<'_> {
                 emit!(self, "cvt.u16.u32 {d}, {w}");
             } else {
                 let hi = self.reg(Class::B16);
-                emit!(self, "cvt.rs.{}x2.f32 {w}, {x}, {x}, {bits}", if to == Elem::F16 { "f16" } else { "bf16" });
+                emit!(
+                    self,
+                    "cvt.rs.{}x2.f32 {w}, {x}, {x}, {bits}",
+                    if to == Elem::F16 { "f16" } else { "bf16" }
+                );
                 emit!(self, "mov.b32 {{{d}, {hi}}}, {w}");
             }
             return d;

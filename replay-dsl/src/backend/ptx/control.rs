@@ -89,7 +89,14 @@ impl<'k> Emitter<'k> {
 
     /// A branch on a uniform scalar condition; each arm assigns the result registers.
     pub(super) fn emit_if(&mut self, inst: &'k Inst) -> Result<(), CompileError> {
-        let Op::If { cond, then_block, else_block } = &inst.op else { unreachable!() };
+        let Op::If {
+            cond,
+            then_block,
+            else_block,
+        } = &inst.op
+        else {
+            unreachable!()
+        };
         let c = self.get(*cond, self.asg.scalar())?[0];
         let results = self.result_regs(inst);
         let (els, end) = (self.label(), self.label());

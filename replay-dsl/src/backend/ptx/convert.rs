@@ -30,7 +30,12 @@ fn smem_vec(l: &Layout, s: usize) -> usize {
     if s == 1 {
         return 1;
     }
-    let k = l.regs.iter().enumerate().take_while(|(i, b)| l.flat_shift(**b) == *i as u32).count();
+    let k = l
+        .regs
+        .iter()
+        .enumerate()
+        .take_while(|(i, b)| l.flat_shift(**b) == *i as u32)
+        .count();
     (1usize << k).min(16 / s).min(4)
 }
 
@@ -78,7 +83,11 @@ impl Emitter<'_> {
             if vw == 1 {
                 emit!(self, "{guard}st.shared.{t} [{addr}+{off}], {}", vals[0]);
             } else {
-                emit!(self, "{guard}st.shared.v{vw}.{t} [{addr}+{off}], {{{}}}", vals.join(", "));
+                emit!(
+                    self,
+                    "{guard}st.shared.v{vw}.{t} [{addr}+{off}], {{{}}}",
+                    vals.join(", ")
+                );
             }
         }
     }
@@ -116,7 +125,13 @@ impl Emitter<'_> {
     }
 
     /// Converts a tile from layout `from` to layout `to` through shared memory.
-    pub(super) fn convert(&mut self, regs: &[Reg], dtype: DType, from: LayoutId, to: LayoutId) -> Result<Vec<Reg>, CompileError> {
+    pub(super) fn convert(
+        &mut self,
+        regs: &[Reg],
+        dtype: DType,
+        from: LayoutId,
+        to: LayoutId,
+    ) -> Result<Vec<Reg>, CompileError> {
         if from == to {
             return Ok(regs.to_vec());
         }
@@ -129,7 +144,9 @@ impl Emitter<'_> {
 
     /// Makes replicas hold the values computed by the owning threads of layout `l`.
     pub(super) fn broadcast_from_owners(&mut self, regs: &[Reg], dtype: DType, l: LayoutId) -> Vec<Reg> {
-        let Some(owner) = self.owner(l) else { return regs.to_vec() };
+        let Some(owner) = self.owner(l) else {
+            return regs.to_vec();
+        };
         let numel = self.asg.layout(l).numel();
         self.smem_begin(numel * mem_bytes(dtype));
         self.smem_store(regs, dtype, l, 0, Some(owner));

@@ -17,7 +17,14 @@ impl Emitter<'_> {
     }
 
     /// The dot product result in layout `lc` (the accumulator's layout).
-    pub(super) fn dot(&mut self, r: crate::ir::Value, lc: LayoutId, a: crate::ir::Value, b: crate::ir::Value, acc: crate::ir::Value) -> Result<Vec<Reg>, CompileError> {
+    pub(super) fn dot(
+        &mut self,
+        r: crate::ir::Value,
+        lc: LayoutId,
+        a: crate::ir::Value,
+        b: crate::ir::Value,
+        acc: crate::ir::Value,
+    ) -> Result<Vec<Reg>, CompileError> {
         let (m, k) = (self.ty(a).shape[0], self.ty(a).shape[1]);
         let n = self.ty(b).shape[1];
         let ops = {
@@ -44,7 +51,9 @@ impl Emitter<'_> {
         cols.sort_unstable();
         cols.dedup();
         // Columns load as vectors when the low column bits are registers.
-        let vw = (0..2).take_while(|&i| layout.regs.iter().any(|b| b.dim == 1 && b.bit as usize == i)).count();
+        let vw = (0..2)
+            .take_while(|&i| layout.regs.iter().any(|b| b.dim == 1 && b.bit as usize == i))
+            .count();
         let vw = (1usize << vw).min(4);
         let smem = self.smem_base();
         let (pa, pb) = (self.reg(Class::B32), self.reg(Class::B32));

@@ -3,9 +3,9 @@
 
 use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
+use crate::backend::layout::LayoutId;
 use crate::error::{CompileError, ErrorKind};
 use crate::ir::{BinaryOp, CmpOp, Const, Inst, Op, UnaryOp, Value};
-use crate::backend::layout::LayoutId;
 use crate::types::{DType, Elem};
 
 /// The PTX type suffix of integer arithmetic on `e`.
@@ -83,7 +83,12 @@ impl Emitter<'_> {
 
     /// An elementwise op's result in layout `l`.
     pub(super) fn elementwise(&mut self, inst: &Inst, r: Value, l: LayoutId) -> Result<Vec<Reg>, CompileError> {
-        let ops: Vec<Vec<Reg>> = inst.op.operands().into_iter().map(|o| self.operand(o, l)).collect::<Result<_, _>>()?;
+        let ops: Vec<Vec<Reg>> = inst
+            .op
+            .operands()
+            .into_iter()
+            .map(|o| self.operand(o, l))
+            .collect::<Result<_, _>>()?;
         let n = self.asg.layout(l).num_regs();
         let out_ty = self.ty(r).dtype;
         let in_ty = self.ty(inst.op.operands()[0]).dtype;
@@ -144,7 +149,9 @@ impl Emitter<'_> {
         match (op, e) {
             (UnaryOp::Not, Elem::Bool) => emit!(self, "not.pred {d}, {x}"),
             (UnaryOp::Not, _) if e.is_int() => emit!(self, "not.{} {d}, {x}", bit_type(e)),
-            (UnaryOp::Neg, _) if e.is_int() => emit!(self, "neg.{} {d}, {x}", if e == Elem::I64 { "s64" } else { "s32" }),
+            (UnaryOp::Neg, _) if e.is_int() => {
+                emit!(self, "neg.{} {d}, {x}", if e == Elem::I64 { "s64" } else { "s32" })
+            }
             (UnaryOp::Abs, Elem::U32) => return Ok(x),
             (UnaryOp::Abs, _) if e.is_int() => emit!(self, "abs.{} {d}, {x}", int_type(e)),
             _ => return Err(self.unsupported(format!("{op:?} on {e}"))),
@@ -201,7 +208,11 @@ impl Emitter<'_> {
                 } else {
                     b
                 };
-                let inst = if op == BinaryOp::Shl { format!("shl.{bt}") } else { format!("shr.{t}") };
+                let inst = if op == BinaryOp::Shl {
+                    format!("shl.{bt}")
+                } else {
+                    format!("shr.{t}")
+                };
                 emit!(self, "{inst} {d}, {a}, {amount}");
             }
         }

@@ -49,7 +49,11 @@ impl Emitter<'_> {
         if s == 1 {
             return 1;
         }
-        self.asg.layout(l).contiguous_regs().min(self.axis.access_vec(self.k, ptr, mask)).min(16 / s)
+        self.asg
+            .layout(l)
+            .contiguous_regs()
+            .min(self.axis.access_vec(self.k, ptr, mask))
+            .min(16 / s)
     }
 
     /// The guard of a group: its mask lane and/or ownership.
@@ -66,7 +70,14 @@ impl Emitter<'_> {
     }
 
     /// A masked, vectorised load in layout `l`.
-    pub(super) fn load(&mut self, r: Value, l: LayoutId, ptr: Value, mask: Option<Value>, other: Option<Value>) -> Result<Vec<Reg>, CompileError> {
+    pub(super) fn load(
+        &mut self,
+        r: Value,
+        l: LayoutId,
+        ptr: Value,
+        mask: Option<Value>,
+        other: Option<Value>,
+    ) -> Result<Vec<Reg>, CompileError> {
         let dtype = self.ty(r).dtype;
         let ptrs = self.get(ptr, l)?;
         let masks = mask.map(|m| self.get(m, l)).transpose()?;
@@ -86,7 +97,11 @@ impl Emitter<'_> {
                                 let o = self.mem_reg(o[g + j]);
                                 emit!(self, "mov.{} {d}, {o}", mc.mov_type());
                             }
-                            None => emit!(self, "mov.{} {d}, 0", if mc == Class::F32 { "b32" } else { mc.mov_type() }),
+                            None => emit!(
+                                self,
+                                "mov.{} {d}, 0",
+                                if mc == Class::F32 { "b32" } else { mc.mov_type() }
+                            ),
                         }
                     }
                     format!("@{} ", m[g])
@@ -97,7 +112,12 @@ impl Emitter<'_> {
             if v == 1 {
                 emit!(self, "{guard}ld.global.{t} {}, [{}]", names[0], ptrs[g]);
             } else if s >= 4 {
-                emit!(self, "{guard}ld.global.v{v}.{t} {{{}}}, [{}]", names.join(", "), ptrs[g]);
+                emit!(
+                    self,
+                    "{guard}ld.global.v{v}.{t} {{{}}}, [{}]",
+                    names.join(", "),
+                    ptrs[g]
+                );
             } else {
                 let words = self.regs_n(Class::B32, v / 2);
                 for (w, pair) in words.iter().zip(dst.chunks(2)) {
@@ -109,7 +129,13 @@ impl Emitter<'_> {
                 if words.len() == 1 {
                     emit!(self, "{guard}ld.global.b32 {}, [{}]", wn[0], ptrs[g]);
                 } else {
-                    emit!(self, "{guard}ld.global.v{}.b32 {{{}}}, [{}]", words.len(), wn.join(", "), ptrs[g]);
+                    emit!(
+                        self,
+                        "{guard}ld.global.v{}.b32 {{{}}}, [{}]",
+                        words.len(),
+                        wn.join(", "),
+                        ptrs[g]
+                    );
                 }
                 for (w, pair) in words.iter().zip(dst.chunks(2)) {
                     emit!(self, "mov.b32 {{{}, {}}}, {w}", pair[0], pair[1]);
@@ -140,7 +166,12 @@ impl Emitter<'_> {
             if v == 1 {
                 emit!(self, "{guard}st.global.{t} [{}], {}", ptrs[g], names[0]);
             } else if s >= 4 {
-                emit!(self, "{guard}st.global.v{v}.{t} [{}], {{{}}}", ptrs[g], names.join(", "));
+                emit!(
+                    self,
+                    "{guard}st.global.v{v}.{t} [{}], {{{}}}",
+                    ptrs[g],
+                    names.join(", ")
+                );
             } else {
                 let words = self.regs_n(Class::B32, v / 2);
                 for (w, pair) in words.iter().zip(names.chunks(2)) {
@@ -150,7 +181,13 @@ impl Emitter<'_> {
                 if words.len() == 1 {
                     emit!(self, "{guard}st.global.b32 [{}], {}", ptrs[g], wn[0]);
                 } else {
-                    emit!(self, "{guard}st.global.v{}.b32 [{}], {{{}}}", words.len(), ptrs[g], wn.join(", "));
+                    emit!(
+                        self,
+                        "{guard}st.global.v{}.b32 [{}], {{{}}}",
+                        words.len(),
+                        ptrs[g],
+                        wn.join(", ")
+                    );
                 }
             }
         }
@@ -159,7 +196,16 @@ impl Emitter<'_> {
 
     /// An atomic read-modify-write per element; returns the old values (0 where masked off).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn atomic(&mut self, r: Value, l: LayoutId, kind: AtomicKind, ptr: Value, value: Value, cmp: Option<Value>, mask: Option<Value>) -> Result<Vec<Reg>, CompileError> {
+    pub(super) fn atomic(
+        &mut self,
+        r: Value,
+        l: LayoutId,
+        kind: AtomicKind,
+        ptr: Value,
+        value: Value,
+        cmp: Option<Value>,
+        mask: Option<Value>,
+    ) -> Result<Vec<Reg>, CompileError> {
         let dtype = self.ty(r).dtype;
         let e = elem(dtype);
         let op = match (kind, e) {
@@ -183,10 +229,20 @@ impl Emitter<'_> {
         let mut out = Vec::with_capacity(ptrs.len());
         for i in 0..ptrs.len() {
             let d = self.reg(class);
-            emit!(self, "mov.{} {d}, 0", if class == Class::F32 { "b32" } else { class.mov_type() });
+            emit!(
+                self,
+                "mov.{} {d}, 0",
+                if class == Class::F32 { "b32" } else { class.mov_type() }
+            );
             let guard = self.guard(masks.as_ref().map(|m| m[i]), owner);
             match &cmps {
-                Some(c) => emit!(self, "{guard}atom.global.{op} {d}, [{}], {}, {}", ptrs[i], c[i], vals[i]),
+                Some(c) => emit!(
+                    self,
+                    "{guard}atom.global.{op} {d}, [{}], {}, {}",
+                    ptrs[i],
+                    c[i],
+                    vals[i]
+                ),
                 None => emit!(self, "{guard}atom.global.{op} {d}, [{}], {}", ptrs[i], vals[i]),
             }
             out.push(d);

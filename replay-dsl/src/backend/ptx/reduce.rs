@@ -48,7 +48,12 @@ impl Emitter<'_> {
     pub(super) fn shuffle(&mut self, mode: &str, x: Reg, b: u32, c: u32) -> Reg {
         let d = self.reg(x.class);
         if x.class == Class::B64 {
-            let (lo, hi, lo2, hi2) = (self.reg(Class::B32), self.reg(Class::B32), self.reg(Class::B32), self.reg(Class::B32));
+            let (lo, hi, lo2, hi2) = (
+                self.reg(Class::B32),
+                self.reg(Class::B32),
+                self.reg(Class::B32),
+                self.reg(Class::B32),
+            );
             emit!(self, "mov.b64 {{{lo}, {hi}}}, {x}");
             emit!(self, "shfl.sync.{mode}.b32 {lo2}, {lo}, {b}, {c}, 0xffffffff");
             emit!(self, "shfl.sync.{mode}.b32 {hi2}, {hi}, {b}, {c}, 0xffffffff");
@@ -64,7 +69,11 @@ impl Emitter<'_> {
         while regs.len() > 1 {
             let mut next = Vec::with_capacity(regs.len().div_ceil(2));
             for pair in regs.chunks(2) {
-                next.push(if pair.len() == 2 { self.combine(inst, pair[0], pair[1]) } else { pair[0] });
+                next.push(if pair.len() == 2 {
+                    self.combine(inst, pair[0], pair[1])
+                } else {
+                    pair[0]
+                });
             }
             regs = next;
         }
@@ -72,14 +81,23 @@ impl Emitter<'_> {
     }
 
     /// The reduction of `value` along `axis`, in the result's natural layout.
-    pub(super) fn reduce(&mut self, r: Value, value: Value, axis: usize, kind: ReduceKind) -> Result<Vec<Reg>, CompileError> {
+    pub(super) fn reduce(
+        &mut self,
+        r: Value,
+        value: Value,
+        axis: usize,
+        kind: ReduceKind,
+    ) -> Result<Vec<Reg>, CompileError> {
         let lin = self.asg.reduce_input(value);
         let lout = self.asg.natural(r).expect("reduce has a layout");
         let e = elem(self.ty(value).dtype);
         let acc = acc_elem(e);
         let inst = combine_inst(kind, e);
         let input = self.get(value, lin)?;
-        let input: Vec<Reg> = input.into_iter().map(|x| if e.is_float() { self.widen_f32(e, x) } else { x }).collect();
+        let input: Vec<Reg> = input
+            .into_iter()
+            .map(|x| if e.is_float() { self.widen_f32(e, x) } else { x })
+            .collect();
         let layout = self.asg.layout(lin).clone();
         // 1. Registers.
         let map = layout.reg_map_dropping(&[axis]);
@@ -99,7 +117,10 @@ impl Emitter<'_> {
             }
         }
         // 3. Warps, through shared memory: slot (output element, warp index along the axis).
-        let wpos: Vec<u32> = (0..layout.warps.len()).filter(|&j| layout.warps[j].is_some_and(|b| b.dim as usize == axis)).map(|j| j as u32).collect();
+        let wpos: Vec<u32> = (0..layout.warps.len())
+            .filter(|&j| layout.warps[j].is_some_and(|b| b.dim as usize == axis))
+            .map(|j| j as u32)
+            .collect();
         if !wpos.is_empty() {
             let nw = 1usize << wpos.len();
             let dtype = DType::Val(acc);
@@ -108,7 +129,11 @@ impl Emitter<'_> {
             self.smem_begin(numel * nw * s);
             let wb = wpos.len() as u32;
             let sh = s.trailing_zeros();
-            let widx: Vec<(u32, u32)> = wpos.iter().enumerate().map(|(k, j)| (LANE_BITS as u32 + j, k as u32 + sh)).collect();
+            let widx: Vec<(u32, u32)> = wpos
+                .iter()
+                .enumerate()
+                .map(|(k, j)| (LANE_BITS as u32 + j, k as u32 + sh))
+                .collect();
             let base = self.smem_addr(lout, wb + sh, 0);
             let wi = self.gather(&widx).expect("warp bits");
             let waddr = self.reg(Class::B32);
@@ -130,7 +155,10 @@ impl Emitter<'_> {
                 *x = self.tree(&inst, parts);
             }
         }
-        Ok(out.into_iter().map(|x| if e.is_float() { self.round_from_f32(e, x) } else { x }).collect())
+        Ok(out
+            .into_iter()
+            .map(|x| if e.is_float() { self.round_from_f32(e, x) } else { x })
+            .collect())
     }
 
     /// The identity of a scan or reduction combining function, as an immediate of `e`.

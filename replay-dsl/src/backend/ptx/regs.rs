@@ -99,7 +99,10 @@ impl RegAlloc {
     pub fn fresh(&mut self, c: Class) -> Reg {
         let i = CLASSES.iter().position(|x| *x == c).expect("known class");
         self.counts[i] += 1;
-        Reg { class: c, n: self.counts[i] }
+        Reg {
+            class: c,
+            n: self.counts[i],
+        }
     }
     /// The `.reg` declarations of every register handed out.
     pub fn declarations(&self) -> String {

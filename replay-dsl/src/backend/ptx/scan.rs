@@ -13,7 +13,13 @@ use crate::types::{DType, Elem};
 
 impl Emitter<'_> {
     /// The scan of `value` along `axis`, in the result's natural layout.
-    pub(super) fn scan(&mut self, r: Value, value: Value, axis: usize, kind: ScanKind) -> Result<Vec<Reg>, CompileError> {
+    pub(super) fn scan(
+        &mut self,
+        r: Value,
+        value: Value,
+        axis: usize,
+        kind: ScanKind,
+    ) -> Result<Vec<Reg>, CompileError> {
         let l = self.asg.natural(r).expect("scan has a layout");
         let e = elem(self.ty(value).dtype);
         let acc = acc_elem(e);
@@ -26,7 +32,10 @@ impl Emitter<'_> {
         };
         let ident = Self::identity_imm(acc, product);
         let input = self.get(value, l)?;
-        let input: Vec<Reg> = input.into_iter().map(|x| if e.is_float() { self.widen_f32(e, x) } else { x }).collect();
+        let input: Vec<Reg> = input
+            .into_iter()
+            .map(|x| if e.is_float() { self.widen_f32(e, x) } else { x })
+            .collect();
         let layout = self.asg.layout(l).clone();
         let class = Class::of_elem(acc);
         let sel = class.mov_type();
@@ -49,7 +58,10 @@ impl Emitter<'_> {
             totals.push(run);
         }
         // 2. Across lanes.
-        let lpos: Vec<u32> = (0..LANE_BITS).filter(|&i| layout.lanes[i].is_some_and(|b| b.dim as usize == axis)).map(|i| i as u32).collect();
+        let lpos: Vec<u32> = (0..LANE_BITS)
+            .filter(|&i| layout.lanes[i].is_some_and(|b| b.dim as usize == axis))
+            .map(|i| i as u32)
+            .collect();
         let mut prefix: Vec<Option<Reg>> = vec![None; ngroups];
         let mut seg_totals = totals.clone();
         let lidx = lpos.first().map(|&i0| {
@@ -75,7 +87,10 @@ impl Emitter<'_> {
             }
         }
         // 3. Across warps, through shared memory.
-        let wpos: Vec<u32> = (0..layout.warps.len()).filter(|&j| layout.warps[j].is_some_and(|b| b.dim as usize == axis)).map(|j| j as u32).collect();
+        let wpos: Vec<u32> = (0..layout.warps.len())
+            .filter(|&j| layout.warps[j].is_some_and(|b| b.dim as usize == axis))
+            .map(|j| j as u32)
+            .collect();
         if !wpos.is_empty() {
             let nwd = 1usize << wpos.len();
             let s = acc.bytes();
@@ -85,7 +100,12 @@ impl Emitter<'_> {
             self.smem_begin(numel * nwd * s);
             let t = super::convert::mem_type(DType::Val(acc));
             let base = self.smem_addr(lout, wpos.len() as u32 + sh, 0);
-            let wbits = |shift: u32| -> Vec<(u32, u32)> { wpos.iter().enumerate().map(|(k, j)| (LANE_BITS as u32 + j, k as u32 + shift)).collect() };
+            let wbits = |shift: u32| -> Vec<(u32, u32)> {
+                wpos.iter()
+                    .enumerate()
+                    .map(|(k, j)| (LANE_BITS as u32 + j, k as u32 + shift))
+                    .collect()
+            };
             let woff = self.gather(&wbits(sh)).expect("warp bits");
             let widx = self.gather(&wbits(0)).expect("warp bits");
             let waddr = self.reg(Class::B32);
@@ -125,6 +145,9 @@ impl Emitter<'_> {
                 None => incl[i],
             })
             .collect();
-        Ok(out.into_iter().map(|x| if e.is_float() { self.round_from_f32(e, x) } else { x }).collect())
+        Ok(out
+            .into_iter()
+            .map(|x| if e.is_float() { self.round_from_f32(e, x) } else { x })
+            .collect())
     }
 }

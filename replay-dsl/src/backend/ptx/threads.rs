@@ -75,8 +75,14 @@ impl Emitter<'_> {
 
     /// The thread-dependent part of the coordinate along `dim` in layout `l`.
     pub(super) fn thread_coord(&mut self, l: LayoutId, dim: usize) -> Option<Reg> {
-        let pairs: Vec<(u32, u32)> =
-            self.asg.layout(l).thread_bits().into_iter().filter(|(_, b)| b.dim as usize == dim).map(|(t, b)| (t, b.bit as u32)).collect();
+        let pairs: Vec<(u32, u32)> = self
+            .asg
+            .layout(l)
+            .thread_bits()
+            .into_iter()
+            .filter(|(_, b)| b.dim as usize == dim)
+            .map(|(t, b)| (t, b.bit as u32))
+            .collect();
         self.gather(&pairs)
     }
 
@@ -84,7 +90,11 @@ impl Emitter<'_> {
     /// `shift` bits.
     pub(super) fn thread_flat(&mut self, l: LayoutId, shift: u32) -> Option<Reg> {
         let layout = self.asg.layout(l);
-        let pairs: Vec<(u32, u32)> = layout.thread_bits().into_iter().map(|(t, b)| (t, layout.flat_shift(b) + shift)).collect();
+        let pairs: Vec<(u32, u32)> = layout
+            .thread_bits()
+            .into_iter()
+            .map(|(t, b)| (t, layout.flat_shift(b) + shift))
+            .collect();
         self.gather(&pairs)
     }
 
@@ -98,7 +108,10 @@ impl Emitter<'_> {
         let p = (mask != 0).then(|| {
             let tid = self.tid();
             let (t, p) = (self.reg(Class::B32), self.reg(Class::Pred));
-            let _ = writeln!(self.prologue, "\tand.b32 {t}, {tid}, {mask};\n\tsetp.eq.u32 {p}, {t}, 0;");
+            let _ = writeln!(
+                self.prologue,
+                "\tand.b32 {t}, {tid}, {mask};\n\tsetp.eq.u32 {p}, {t}, 0;"
+            );
             p
         });
         self.owners.insert(l, p);
