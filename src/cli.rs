@@ -1,9 +1,10 @@
-//! The command line: `replay devices | kernels | ptx | check | bench | tune`.
+//! The command line: `replay decode | devices | kernels | ptx | check | bench | bench-ssm | tune`.
 
 use crate::error::CliError;
 use crate::ptx::{parse_set, parse_target, Show};
 use clap::{Parser, Subcommand};
 use replay_dsl::Target;
+use replay_kernels::ssm::shapes::{Mixer, ModelShape};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,6 +21,24 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The ReplaySSM decode demo: on a GPU, tune (cached) and benchmark replay decoding of a
+    /// model against the conventional kernel; without one, run the decode loop on the CPU
+    /// interpreter at a reduced shape, check it against the float64 recurrence and print the
+    /// traffic model.
+    Decode {
+        /// Model preset: nemotron3-super-120b or nemotron3-nano-4b.
+        #[arg(long, default_value = "nemotron3-super-120b", value_parser = parse_mamba2_model)]
+        model: ModelShape,
+        /// Batch sizes, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [1usize, 16, 64, 256, 512])]
+        batch: Vec<usize>,
+        /// Also write the results as JSON (and a PNG plot next to it).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Run on the CPU interpreter even with a GPU.
+        #[arg(long)]
+        interpret: bool,
+    },
     /// GPUs found: name, compute capability, target, memory.
     Devices,
     /// Every kernel with its parameters and constexpr parameters (defaults).
@@ -78,6 +97,35 @@ pub enum Command {
         #[arg(long, value_parser = parse_seed)]
         seed: Option<u64>,
     },
+    /// Benchmark ReplaySSM decoding (one Mamba-2 layer, fp32 state, bf16 activations) against
+    /// the memory roofline: copy bandwidth, conventional, replay per step over a window,
+    /// speculative verification vs snapshots, the Triton baseline; table, JSON and PNG plot.
+    BenchSsm {
+        /// Models (comma-separated presets); default: both Nemotron-3 Mamba-2 models.
+        #[arg(long, value_delimiter = ',', value_parser = parse_mamba2_model)]
+        model: Vec<ModelShape>,
+        /// Batch sizes (comma-separated); default 1,16,64,256,512.
+        #[arg(long, value_delimiter = ',')]
+        batch: Vec<usize>,
+        /// Draft counts to verify (comma-separated); default 2,4,8; 0 for none.
+        #[arg(long, value_delimiter = ',')]
+        drafts: Vec<usize>,
+        /// No output gate z.
+        #[arg(long)]
+        no_z: bool,
+        /// Default plans (L = round(L*), default tiles) instead of tuning (cache first).
+        #[arg(long)]
+        no_tune: bool,
+        /// Write the results as JSON to FILE (and the plot to FILE with `.png`).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// JSON of `bench/triton_ssm_baseline.py` to put beside ours (ignored when missing).
+        #[arg(long, value_name = "FILE")]
+        triton: Option<PathBuf>,
+        /// Run on the CPU interpreter at the reduced shape even with a GPU.
+        #[arg(long)]
+        interpret: bool,
+    },
     /// Autotune a gallery kernel and print every candidate; a second run hits the cache.
     Tune {
         /// Kernel name.
@@ -100,6 +148,16 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
     r.map_err(|_| format!("`{s}` is not a seed (an integer, decimal or 0x…)"))
 }
 
+/// A Mamba-2 model preset by name.
+pub fn parse_mamba2_model(s: &str) -> Result<ModelShape, String> {
+    match ModelShape::by_name(s) {
+        Some(m) if m.mixer == Mixer::Mamba2 => Ok(m),
+        _ => Err(format!(
+            "`{s}` is not a Mamba-2 preset (nemotron3-nano-4b, nemotron3-super-120b, cpu-test)"
+        )),
+    }
+}
+
 fn fresh_seed() -> u64 {
     rand::random()
 }
@@ -108,6 +166,42 @@ fn fresh_seed() -> u64 {
 /// failed" (exit code 1).
 pub fn execute(cli: Cli, out: &mut dyn Write) -> Result<bool, CliError> {
     match cli.command {
+        Command::Decode {
+            model,
+            batch,
+            json,
+            interpret,
+        } => {
+            let choice = crate::devices::choose(interpret)?;
+            crate::ssm::demo::run(out, &choice, model, batch, json)
+        }
+        Command::BenchSsm {
+            model,
+            batch,
+            drafts,
+            no_z,
+            no_tune,
+            json,
+            triton,
+            interpret,
+        } => {
+            let choice = crate::devices::choose(interpret)?;
+            let mut args = crate::ssm::bench::SsmBenchArgs::full(choice.scale);
+            if !model.is_empty() && choice.is_gpu() {
+                args.models = model;
+            }
+            if !batch.is_empty() {
+                args.batches = batch;
+            }
+            if !drafts.is_empty() {
+                args.drafts = drafts.into_iter().filter(|&d| d > 0).collect();
+            }
+            args.gated = !no_z;
+            args.tune &= !no_tune;
+            args.json = json;
+            args.triton = triton;
+            crate::ssm::bench::run(out, &choice, &args)
+        }
         Command::Devices => crate::devices::run(out).map(|()| true),
         Command::Kernels => crate::kernels::run(out).map(|()| true),
         Command::Ptx {
@@ -119,10 +213,7 @@ pub fn execute(cli: Cli, out: &mut dyn Write) -> Result<bool, CliError> {
             stages,
         } => {
             let entry = crate::kernels::find(&kernel)?;
-            let sets = set
-                .iter()
-                .map(|s| parse_set(s))
-                .collect::<Result<Vec<_>, _>>()?;
+            let sets = set.iter().map(|s| parse_set(s)).collect::<Result<Vec<_>, _>>()?;
             let show = match (ir, stage, stages) {
                 (_, _, true) => Show::Stages,
                 (true, _, _) => Show::Ir,

@@ -9,7 +9,9 @@
 //! - [`harness`]: runs one problem instance on a device (fresh random inputs, poisoned
 //!   outputs, launch, read back) and compares it with the expectation;
 //! - [`check`], [`bench`], [`tune`]: the three measuring commands;
-//! - [`table`]: plain-text tables.
+//! - [`table`]: plain-text tables;
+//! - [`ssm`]: ReplaySSM decoding: the Mamba-2 decode state managers, their tuning, `bench-ssm`
+//!   and the `decode` demo.
 
 pub mod bench;
 pub mod check;
@@ -20,6 +22,7 @@ pub mod gallery;
 pub mod harness;
 pub mod kernels;
 pub mod ptx;
+pub mod ssm;
 pub mod table;
 pub mod tune;
 

@@ -1,0 +1,664 @@
+//! `replay bench-ssm`: ReplaySSM against the memory roofline, one Mamba-2 layer, fp32 state,
+//! bf16 activations. In one run, per model and batch: the copy bandwidth; our conventional
+//! kernel (ms per step, fraction of the copy bandwidth on its byte floor); replay amortised per
+//! step over a whole window (ms, speedup over conventional, fraction of copy on its own byte
+//! floor from the traffic model); output-only verification of `T` drafts with its commit
+//! (ms per verification, ratio to one conventional step) against the snapshot-per-draft
+//! baseline; and, when given its JSON, the Triton conventional kernel of the same run. Every
+//! per-step sequence is one CUDA graph (a window of steps, or of verification + commit pairs),
+//! so launch overhead counts the same for both methods. Writes JSON and a PNG plot.
+
+use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, StepIo};
+use super::tuning::{plans, traffic, SsmPlans, WindowRunner};
+use crate::bench::{copy_bandwidth, write_json, CopyResult, Plan};
+use crate::devices::Choice;
+use crate::error::CliError;
+use crate::gallery::Scale;
+use crate::table::{sig, Table};
+use replay_kernels::ssm::reference::Mamba2Params;
+use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST, NEMOTRON3_NANO_4B, NEMOTRON3_SUPER_120B};
+use replay_runtime::tune::bench::time_runs;
+use replay_runtime::tune::{Autotuner, BenchSettings};
+use replay_runtime::{Backend, Graph, RuntimeError, Stream};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The benchmark's models.
+pub const MODELS: [ModelShape; 2] = [NEMOTRON3_NANO_4B, NEMOTRON3_SUPER_120B];
+/// The benchmark's batch sizes.
+pub const BATCHES: [usize; 5] = [1, 16, 64, 256, 512];
+/// Draft counts verified.
+pub const DRAFTS: [usize; 3] = [2, 4, 8];
+/// Steps (or verifications) per captured graph outside the replay window.
+const GRAPH_STEPS: usize = 16;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct SsmBenchArgs {
+    /// Models.
+    pub models: Vec<ModelShape>,
+    /// Batch sizes.
+    pub batches: Vec<usize>,
+    /// Draft counts to verify (empty: no verification).
+    pub drafts: Vec<usize>,
+    /// Apply the `z` gate.
+    pub gated: bool,
+    /// Tune (cache first) instead of the default plans.
+    pub tune: bool,
+    /// Write JSON here (and the plot next to it, `.png`).
+    pub json: Option<PathBuf>,
+    /// The Triton baseline's JSON (`bench/triton_ssm_baseline.py`), merged when present.
+    pub triton: Option<PathBuf>,
+}
+
+impl SsmBenchArgs {
+    /// Everything, for a device of `scale` (the interpreter runs the reduced shape at batches
+    /// 1 and 4, without verification of more than 2 drafts).
+    pub fn full(scale: Scale) -> SsmBenchArgs {
+        match scale {
+            Scale::Gpu => SsmBenchArgs {
+                models: MODELS.to_vec(),
+                batches: BATCHES.to_vec(),
+                drafts: DRAFTS.to_vec(),
+                gated: true,
+                tune: true,
+                json: None,
+                triton: None,
+            },
+            Scale::Small => SsmBenchArgs {
+                models: vec![CPU_TEST],
+                batches: vec![1, 4],
+                drafts: vec![2],
+                gated: true,
+                tune: false,
+                json: None,
+                triton: None,
+            },
+        }
+    }
+}
+
+/// One verification measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct VerifyResult {
+    /// Drafts per verification.
+    pub drafts: usize,
+    /// Accepted per row (device memory, constant): the commit moves `h` by it.
+    pub accepted: usize,
+    /// Replay: verification + commit, ms (amortised over a graph of 16, flushes included).
+    pub replay_ms: f64,
+    /// `replay_ms` over one conventional step.
+    pub replay_vs_step: f64,
+    /// The snapshot-per-draft baseline, ms.
+    pub snapshot_ms: f64,
+    /// `snapshot_ms` over one conventional step.
+    pub snapshot_vs_step: f64,
+}
+
+/// The Triton conventional kernel's time, from its script's JSON.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TritonResult {
+    /// Model name.
+    pub model: String,
+    /// Batch.
+    pub batch: usize,
+    /// Median ms per step (`triton.testing.do_bench`).
+    pub ms: f64,
+    /// Its tile configuration.
+    #[serde(default)]
+    pub config: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct TritonFile {
+    results: Vec<TritonResult>,
+}
+
+/// One model and batch.
+#[derive(Clone, Debug, Serialize)]
+pub struct SsmRow {
+    /// Model name.
+    pub model: String,
+    /// Batch.
+    pub batch: usize,
+    /// Plans and how they were chosen.
+    pub plans: SsmPlans,
+    /// Conventional ms per step.
+    pub conventional_ms: f64,
+    /// Conventional byte floor per step (state read + written).
+    pub conventional_bytes: f64,
+    /// Conventional GB/s on its floor over the copy bandwidth.
+    pub conventional_of_copy: f64,
+    /// Replay ms per step, amortised over a window.
+    pub replay_ms: f64,
+    /// Conventional over replay.
+    pub speedup: f64,
+    /// The byte-ceiling speedup at this window.
+    pub ceiling: f64,
+    /// Replay byte floor per step (window bytes / L).
+    pub replay_bytes: f64,
+    /// Replay GB/s on its floor over the copy bandwidth.
+    pub replay_of_copy: f64,
+    /// Verifications.
+    pub verify: Vec<VerifyResult>,
+    /// Triton conventional kernel, when its JSON was given.
+    pub triton: Option<TritonResult>,
+    /// What failed, if anything.
+    pub error: Option<String>,
+}
+
+/// Everything `bench-ssm` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct SsmReport {
+    /// Tool and version.
+    pub tool: String,
+    /// Seconds since the epoch.
+    pub timestamp: u64,
+    /// Device name.
+    pub device: String,
+    /// Copy bandwidth.
+    pub copy: CopyResult,
+    /// Timing repetitions.
+    pub settings: (usize, usize),
+    /// Whether `z` was applied.
+    pub gated: bool,
+    /// Per model and batch.
+    pub rows: Vec<SsmRow>,
+}
+
+/// Parameters of a benchmark layer (deterministic): `A ∈ [−8, −0.5)`, `D ∈ [−1, 1)`,
+/// `dt_bias ∈ [−4, −1)`.
+pub fn bench_params(shape: &ModelShape) -> Mamba2Params {
+    use replay_runtime::tune::bench::uniform;
+    let h = shape.heads;
+    Mamba2Params {
+        a: uniform(1, h, -8.0, -0.5),
+        d: uniform(2, h, -1.0, 1.0),
+        dt_bias: uniform(3, h, -4.0, -1.0),
+    }
+}
+
+fn graph_or_loop(
+    stream: &Stream,
+    capture: impl Fn(&Stream) -> Result<(), RuntimeError>,
+) -> Result<Option<Graph>, RuntimeError> {
+    if stream.device().backend() == Backend::Cuda {
+        let g = stream.capture(|s| capture(s))?;
+        g.upload()?;
+        Ok(Some(g))
+    } else {
+        Ok(None)
+    }
+}
+
+fn timed(
+    stream: &Stream,
+    settings: &BenchSettings,
+    graph: &Option<Graph>,
+    fallback: impl Fn(&Stream) -> Result<(), RuntimeError>,
+    per: usize,
+) -> Result<f64, RuntimeError> {
+    let t = time_runs(stream, settings, |_| match graph {
+        Some(g) => g.launch(),
+        None => fallback(stream),
+    })?;
+    Ok(t.median_ms / per as f64)
+}
+
+fn bench_row(
+    stream: &Stream,
+    tuner: Option<&mut Autotuner>,
+    args: &SsmBenchArgs,
+    shape: ModelShape,
+    batch: usize,
+    copy_gbps: f64,
+    settings: &BenchSettings,
+) -> Result<SsmRow, RuntimeError> {
+    let params = bench_params(&shape);
+    let max_t = args.drafts.iter().copied().max().unwrap_or(0);
+    let plans = plans(tuner, shape, &params, batch, args.gated, max_t)?;
+    let tm = traffic(shape, batch);
+
+    // Conventional: a graph of 16 steps.
+    let conventional_ms = {
+        let mut conv = Mamba2ConventionalState::new(
+            stream,
+            shape,
+            &params,
+            batch,
+            batch + 1,
+            args.gated,
+            super::state::ConventionalPlan {
+                max_drafts: 0,
+                ..plans.conventional
+            },
+        )?;
+        conv.fill(stream)?;
+        let mut io = StepIo::new(stream, shape, batch, 1, args.gated)?;
+        io.randomize(stream, 7)?;
+        conv.prepare(&io)?;
+        let steps = |s: &Stream| {
+            for _ in 0..GRAPH_STEPS {
+                conv.step(s, &io)?;
+            }
+            Ok(())
+        };
+        let g = graph_or_loop(stream, steps)?;
+        timed(stream, settings, &g, steps, GRAPH_STEPS)?
+    };
+    let conventional_bytes = tm.conventional_step();
+    let conventional_of_copy = conventional_bytes / (conventional_ms * 1e-3) / 1e9 / copy_gbps;
+
+    // Replay: a graph of one whole window.
+    let l = plans.replay.window;
+    let replay_ms = {
+        let w = WindowRunner::new(stream, shape, &params, batch, args.gated, plans.replay)?;
+        timed(stream, settings, &None, |s| w.run(s), l)?
+    };
+    let replay_bytes = tm.replay_window(l) / l as f64;
+    let replay_of_copy = replay_bytes / (replay_ms * 1e-3) / 1e9 / copy_gbps;
+
+    // Verification + commit vs snapshots.
+    let mut verify = Vec::new();
+    if max_t > 0 {
+        let mut rs = Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.verify)?;
+        let mut conv =
+            Mamba2ConventionalState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.conventional)?;
+        conv.fill(stream)?;
+        let mut io = StepIo::new(stream, shape, batch, max_t, args.gated)?;
+        io.randomize(stream, 9)?;
+        for &n in &args.drafts {
+            let accepted = ((0.75 * n as f64).round() as usize).max(1);
+            // Fresh sequences ready to verify n drafts.
+            for row in 0..batch {
+                rs.release(stream, row)?;
+            }
+            rs.fill(stream, Next::Verify(n))?;
+            rs.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
+            rs.prepare_verify(&io, n)?;
+            let cycle = |s: &Stream| {
+                for _ in 0..GRAPH_STEPS {
+                    rs.verify(s, &io, n)?;
+                    rs.commit(s, Next::Verify(n))?;
+                }
+                Ok(())
+            };
+            let g = graph_or_loop(stream, cycle)?;
+            let replay_ms = timed(stream, settings, &g, cycle, GRAPH_STEPS)?;
+            drop(g);
+            conv.prepare_verify(&io, n)?;
+            let snaps = |s: &Stream| {
+                for _ in 0..GRAPH_STEPS {
+                    conv.verify_snapshots(s, &io, n)?;
+                }
+                Ok(())
+            };
+            let g = graph_or_loop(stream, snaps)?;
+            let snapshot_ms = timed(stream, settings, &g, snaps, GRAPH_STEPS)?;
+            verify.push(VerifyResult {
+                drafts: n,
+                accepted,
+                replay_ms,
+                replay_vs_step: replay_ms / conventional_ms,
+                snapshot_ms,
+                snapshot_vs_step: snapshot_ms / conventional_ms,
+            });
+        }
+    }
+    stream.synchronize()?;
+    Ok(SsmRow {
+        model: shape.name.into(),
+        batch,
+        plans,
+        conventional_ms,
+        conventional_bytes,
+        conventional_of_copy,
+        replay_ms,
+        speedup: conventional_ms / replay_ms,
+        ceiling: tm.ceiling_speedup(l),
+        replay_bytes,
+        replay_of_copy,
+        verify,
+        triton: None,
+        error: None,
+    })
+}
+
+fn read_triton(path: &Path) -> Result<Vec<TritonResult>, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let f: TritonFile = serde_json::from_str(&text).map_err(|e| CliError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    })?;
+    Ok(f.results)
+}
+
+/// Runs the benchmark (no printing).
+pub fn run_report(choice: &Choice, args: &SsmBenchArgs) -> Result<SsmReport, CliError> {
+    let gpu = choice.device.backend() == Backend::Cuda;
+    let plan = Plan::for_scale(choice.scale);
+    let settings = if gpu {
+        BenchSettings {
+            warmup: 3,
+            reps: 15,
+            ..BenchSettings::default()
+        }
+    } else {
+        BenchSettings {
+            warmup: 0,
+            reps: 1,
+            ..BenchSettings::default()
+        }
+    };
+    let stream = choice.device.new_stream()?;
+    let copy = copy_bandwidth(&stream, &plan)?;
+    let triton = match &args.triton {
+        Some(p) if p.exists() => read_triton(p)?,
+        _ => Vec::new(),
+    };
+    let mut tuner = if args.tune {
+        Some(Autotuner::new(&choice.device)?)
+    } else {
+        None
+    };
+    let mut rows = Vec::new();
+    for shape in &args.models {
+        for &batch in &args.batches {
+            eprintln!("bench-ssm: {} batch {batch}", shape.name);
+            let mut row = match bench_row(&stream, tuner.as_mut(), args, *shape, batch, copy.gbps, &settings) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = stream.synchronize();
+                    SsmRow {
+                        model: shape.name.into(),
+                        batch,
+                        plans: plans(None, *shape, &bench_params(shape), batch, args.gated, 0)?,
+                        conventional_ms: f64::NAN,
+                        conventional_bytes: f64::NAN,
+                        conventional_of_copy: f64::NAN,
+                        replay_ms: f64::NAN,
+                        speedup: f64::NAN,
+                        ceiling: f64::NAN,
+                        replay_bytes: f64::NAN,
+                        replay_of_copy: f64::NAN,
+                        verify: vec![],
+                        triton: None,
+                        error: Some(e.to_string()),
+                    }
+                }
+            };
+            row.triton = triton
+                .iter()
+                .find(|t| t.model == shape.name && t.batch == batch)
+                .cloned();
+            rows.push(row);
+        }
+    }
+    Ok(SsmReport {
+        tool: format!("replay bench-ssm {}", env!("CARGO_PKG_VERSION")),
+        timestamp: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        device: choice.device.info().to_string(),
+        copy,
+        settings: (settings.warmup, settings.reps),
+        gated: args.gated,
+        rows,
+    })
+}
+
+/// The main table: conventional, replay, Triton.
+pub fn table(report: &SsmReport) -> Table {
+    let mut t = Table::new([
+        "model",
+        "B",
+        "L",
+        "conv ms",
+        "conv/copy",
+        "replay ms",
+        "speedup",
+        "ceiling",
+        "replay/copy",
+        "triton ms",
+        "ours/triton",
+    ])
+    .right(1..11);
+    for r in &report.rows {
+        if let Some(e) = &r.error {
+            t.row([r.model.clone(), r.batch.to_string(), format!("ERROR: {e}")]);
+            continue;
+        }
+        let pct = |x: f64| format!("{}%", sig(100.0 * x, 3));
+        t.row([
+            r.model.clone(),
+            r.batch.to_string(),
+            r.plans.replay.window.to_string(),
+            sig(r.conventional_ms, 4),
+            pct(r.conventional_of_copy),
+            sig(r.replay_ms, 4),
+            format!("{}×", sig(r.speedup, 3)),
+            format!("{}×", sig(r.ceiling, 3)),
+            pct(r.replay_of_copy),
+            r.triton.as_ref().map_or("-".into(), |t| sig(t.ms, 4)),
+            r.triton
+                .as_ref()
+                .map_or("-".into(), |t| format!("{}×", sig(t.ms / r.conventional_ms, 3))),
+        ]);
+    }
+    t
+}
+
+/// The verification table: per draft count, replay and snapshots in units of one step.
+pub fn verify_table(report: &SsmReport) -> Table {
+    let mut t = Table::new([
+        "model",
+        "B",
+        "T",
+        "accepted",
+        "L",
+        "verify ms",
+        "÷ step",
+        "snapshots ms",
+        "÷ step",
+    ])
+    .right(1..9);
+    for r in report.rows.iter().filter(|r| r.error.is_none()) {
+        for v in &r.verify {
+            t.row([
+                r.model.clone(),
+                r.batch.to_string(),
+                v.drafts.to_string(),
+                v.accepted.to_string(),
+                r.plans.verify.window.to_string(),
+                sig(v.replay_ms, 4),
+                format!("{}×", sig(v.replay_vs_step, 3)),
+                sig(v.snapshot_ms, 4),
+                format!("{}×", sig(v.snapshot_vs_step, 3)),
+            ]);
+        }
+    }
+    t
+}
+
+/// The targets of issue 4, judged on the rows measured: `(target, met?, detail)`.
+pub fn targets(report: &SsmReport) -> Vec<(String, Option<bool>, String)> {
+    let ok: Vec<&SsmRow> = report.rows.iter().filter(|r| r.error.is_none()).collect();
+    let at = |b: usize| ok.iter().filter(move |r| r.batch == b);
+    let mut v = Vec::new();
+    let judge = |rows: Vec<(&SsmRow, f64)>, pass: &dyn Fn(f64) -> bool| -> (Option<bool>, String) {
+        if rows.is_empty() {
+            return (None, "not measured".into());
+        }
+        let all = rows.iter().all(|(_, x)| pass(*x));
+        let d = rows
+            .iter()
+            .map(|(r, x)| format!("{} B={}: {}", r.model, r.batch, sig(*x, 3)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        (Some(all), d)
+    };
+    let (m, d) = judge(at(256).map(|r| (*r, r.conventional_of_copy)).collect(), &|x| x >= 0.90);
+    v.push(("conventional ≥ 0.90 of copy at B=256".to_string(), m, d));
+    let (m, d) = judge(at(256).map(|r| (*r, r.speedup)).collect(), &|x| x >= 1.6);
+    v.push(("replay ≥ 1.6× conventional at B=256".to_string(), m, d));
+    let (m, d) = judge(ok.iter().map(|r| (*r, r.speedup)).collect(), &|x| x >= 0.97);
+    v.push(("replay ≥ 0.97× conventional at every batch".to_string(), m, d));
+    let (m, d) = judge(
+        ok.iter()
+            .flat_map(|r| {
+                r.verify
+                    .iter()
+                    .filter(|v| v.drafts == 8)
+                    .map(move |v| (*r, v.replay_vs_step))
+            })
+            .collect(),
+        &|x| x <= 1.0,
+    );
+    v.push(("verify T=8 ≤ 1.0× one conventional step".to_string(), m, d));
+    v
+}
+
+static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// Writes the plot: replay speedup over conventional (and verify T=8 in conventional steps)
+/// against batch, one line per model, with the byte ceiling dashed.
+pub fn plot(report: &SsmReport, path: &Path) -> Result<(), String> {
+    use plotters::prelude::*;
+    let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let rows: Vec<&SsmRow> = report.rows.iter().filter(|r| r.error.is_none()).collect();
+    let ymax = rows.iter().flat_map(|r| [r.speedup, r.ceiling]).fold(2.0f64, f64::max) * 1.1;
+    let bmax = rows.iter().map(|r| r.batch).max().unwrap_or(512).max(2) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "ReplaySSM decode speedup over conventional ({})",
+                report.device.split(" (").next().unwrap_or("")
+            ),
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d((0.8f64..bmax * 1.3).log_scale(), 0.0f64..ymax)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("batch")
+        .x_label_formatter(&|x| format!("{}", x.round() as i64))
+        .y_desc("speedup (conventional ms / replay ms)")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let colors = [BLUE, RED, GREEN, MAGENTA];
+    let mut models: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
+    models.dedup();
+    for (i, m) in models.iter().enumerate() {
+        let c = colors[i % colors.len()];
+        let pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.model == *m)
+            .map(|r| (r.batch as f64, r.speedup))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(format!("{m}: replay"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .map_err(|e| e.to_string())?;
+        let ceil: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.model == *m)
+            .map(|r| (r.batch as f64, r.ceiling))
+            .collect();
+        chart
+            .draw_series(DashedLineSeries::new(ceil, 6, 4, c.mix(0.5).stroke_width(1)))
+            .map_err(|e| e.to_string())?
+            .label(format!("{m}: byte ceiling"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.mix(0.5)));
+    }
+    chart
+        .draw_series(LineSeries::new(vec![(0.8, 1.0), (bmax * 1.3, 1.0)], BLACK.mix(0.4)))
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Prints the report (tables, targets) to `out`.
+pub fn print(out: &mut dyn Write, report: &SsmReport) -> std::io::Result<()> {
+    writeln!(out, "device: {}", report.device)?;
+    writeln!(
+        out,
+        "copy bandwidth (device to device, read + written): {} GB/s",
+        sig(report.copy.gbps, 4)
+    )?;
+    writeln!(
+        out,
+        "one Mamba-2 layer, fp32 state, bf16 activations, z {}; ms per decode step (median of {} after {} warm-up; \
+         every sequence a CUDA graph on a GPU); replay amortised over a whole window of L steps",
+        if report.gated { "on" } else { "off" },
+        report.settings.1,
+        report.settings.0
+    )?;
+    write!(out, "{}", table(report))?;
+    let vt = verify_table(report);
+    if !vt.is_empty() {
+        writeln!(
+            out,
+            "\nspeculative verification (+ commit) vs snapshot per draft; ÷ step = over one conventional step"
+        )?;
+        write!(out, "{vt}")?;
+    }
+    writeln!(out, "\ntargets:")?;
+    for (what, met, detail) in targets(report) {
+        let m = match met {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "-",
+        };
+        writeln!(out, "  {what}: {m} ({detail})")?;
+    }
+    Ok(())
+}
+
+/// Runs `replay bench-ssm`: prints, writes JSON and the plot.
+pub fn run(out: &mut dyn Write, choice: &Choice, args: &SsmBenchArgs) -> Result<bool, CliError> {
+    let io = |e| CliError::Io {
+        path: "<stdout>".into(),
+        source: e,
+    };
+    if let Some(note) = &choice.note {
+        writeln!(
+            out,
+            "{note}; the reduced shape `{}` (times are CPU times)",
+            CPU_TEST.name
+        )
+        .map_err(io)?;
+    }
+    let report = run_report(choice, args)?;
+    print(out, &report).map_err(io)?;
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+        writeln!(out, "wrote {}", path.display()).map_err(io)?;
+        let png = path.with_extension("png");
+        match plot(&report, &png) {
+            Ok(()) => writeln!(out, "wrote {}", png.display()).map_err(io)?,
+            Err(e) => writeln!(out, "plot not written: {e}").map_err(io)?,
+        }
+    }
+    Ok(report.rows.iter().all(|r| r.error.is_none()))
+}

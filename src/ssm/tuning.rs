@@ -1,0 +1,413 @@
+//! Where the decode plans come from: tile shapes from the kernels' search spaces (the usual
+//! kernel autotuner, on generated inputs whose counters put every row mid-window), and the
+//! replay window `L` from the amortised time of a whole window — `L − 1` non-flush steps and
+//! one flush, captured as one CUDA graph and timed as one unit by the scheme API — over
+//! candidates pruned around the traffic model's `L* = sqrt(2 ā (M_S/r − T))`. Everything is
+//! cached like every other tuning result (`REPLAY_TUNE=off|cached|force`).
+
+use super::state::{ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles};
+use replay_dsl::KernelDef;
+use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::decode::mamba2_decode;
+use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
+use replay_kernels::ssm::kernels::verify::mamba2_verify;
+use replay_kernels::ssm::reference::Mamba2Params;
+use replay_kernels::ssm::shapes::ModelShape;
+use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
+use replay_runtime::tune::space::value_of;
+use replay_runtime::tune::{Autotuner, Fill, Problem, Scheme, SearchSpace, TuneSource};
+use replay_runtime::{Backend, Graph, Grid, RuntimeError, Stream};
+use serde::Serialize;
+
+type Result<T> = std::result::Result<T, RuntimeError>;
+
+/// The traffic model of one layer of `shape` at `batch` with an fp32 state and our records.
+pub fn traffic(shape: ModelShape, batch: usize) -> TrafficModel {
+    TrafficModel {
+        shape: ModelShape { layers: 1, ..shape },
+        batch,
+        state_elem_bytes: 4.0,
+        layout: RecordLayout::KeyPerGroup,
+    }
+}
+
+/// `L*` for standard decoding (`ā = T = 1`) or for verifying `drafts` drafts with `accepted`
+/// accepted on average, and the candidates searched: `L*·{½, ¾, 1, 4/3, 2}` and 16, rounded,
+/// at least `max(T, 2)` and at most 64.
+pub fn window_candidates(shape: ModelShape, drafts: usize, accepted: f64) -> (f64, Vec<usize>) {
+    let t = traffic(shape, 1);
+    let star = if drafts == 0 {
+        t.best_window(1.0, 1.0)
+    } else {
+        t.best_window(accepted, drafts as f64)
+    };
+    let lo = drafts.max(2);
+    let mut c: Vec<usize> = [0.5, 0.75, 1.0, 4.0 / 3.0, 2.0]
+        .iter()
+        .map(|f| (star * f).round() as usize)
+        .chain([16])
+        .map(|l| l.clamp(lo, 64))
+        .collect();
+    c.sort_unstable();
+    c.dedup();
+    // The rounded L* first: it is the default when tuning is off.
+    let best = (star.round() as usize).clamp(lo, 64);
+    c.retain(|&l| l != best);
+    c.insert(0, best);
+    (star, c)
+}
+
+/// How a plan was chosen (for the report).
+#[derive(Clone, Debug, Serialize)]
+pub struct Choice {
+    /// What was chosen (`conventional tiles`, `replay tiles`, `window L`, …).
+    pub what: String,
+    /// The chosen values.
+    pub value: String,
+    /// `tuned`, `cache` or `default`.
+    pub source: String,
+    /// Candidates considered.
+    pub candidates: usize,
+}
+
+fn source_name(s: TuneSource) -> String {
+    match s {
+        TuneSource::Tuned => "tuned",
+        TuneSource::Cache => "cache",
+        TuneSource::Default => "default",
+    }
+    .into()
+}
+
+/// The plans of one model and batch.
+#[derive(Clone, Debug, Serialize)]
+pub struct SsmPlans {
+    /// The conventional kernel's tiles.
+    pub conventional: ConventionalPlan,
+    /// The replay decode plan (`T = 0`).
+    pub replay: ReplayPlan,
+    /// The speculative plan (`T` = the most drafts verified).
+    pub verify: ReplayPlan,
+    /// `L*` of standard decoding.
+    pub l_star: f64,
+    /// `L*` of the speculative plan.
+    pub l_star_verify: f64,
+    /// How each part was chosen.
+    pub choices: Vec<Choice>,
+}
+
+fn shape_sizes(shape: &ModelShape, batch: usize, gated: bool) -> Vec<(&'static str, i64)> {
+    vec![
+        ("batch", batch as i64),
+        ("heads", shape.heads as i64),
+        ("groups", shape.groups as i64),
+        ("dv", shape.dv as i64),
+        ("dk", shape.dk as i64),
+        ("gated", gated as i64),
+    ]
+}
+
+fn bv_values(shape: &ModelShape) -> Vec<i64> {
+    let top = shape.dv.next_power_of_two() as i64;
+    [8, 16, 32, 64].into_iter().filter(|&b| b <= top).collect()
+}
+
+fn hb_values(shape: &ModelShape) -> Vec<i64> {
+    let hpg = shape.heads_per_group() as i64;
+    [1, 2, 4, 8].into_iter().filter(|h| hpg % h == 0).collect()
+}
+
+fn fixed_axes<C: replay_dsl::ConfigValues>(space: SearchSpace<C>, shape: &ModelShape, gated: bool) -> SearchSpace<C> {
+    space
+        .axis("HEADS", [shape.heads as i64])
+        .axis("GROUPS", [shape.groups as i64])
+        .axis("DK", [shape.dk as i64])
+        .axis("DV", [shape.dv as i64])
+        .axis("HAS_Z", [gated as i64])
+}
+
+fn tiles_of<C: replay_dsl::ConfigValues>(c: &C) -> Tiles {
+    Tiles {
+        bv: value_of(c, "BV").unwrap_or(32) as usize,
+        hb: value_of(c, "HB").unwrap_or(1) as usize,
+        num_warps: value_of(c, "num_warps").unwrap_or(4) as u32,
+    }
+}
+
+fn param_fills(batch: usize) -> Vec<(&'static str, Fill)> {
+    vec![
+        ("a", Fill::Uniform(-8.0, -0.5)),
+        ("dt_bias", Fill::Uniform(-4.0, -1.0)),
+        ("slot_idx", Fill::Values((1..=batch).map(|s| s as f64).collect())),
+    ]
+}
+
+/// Tiles of the conventional kernel (`BV × num_warps`).
+pub fn tune_conventional(
+    tuner: &mut Autotuner,
+    shape: &ModelShape,
+    batch: usize,
+    gated: bool,
+) -> Result<(Tiles, TuneSource, usize)> {
+    let space = fixed_axes(
+        SearchSpace::<<mamba2_decode::Kernel as KernelDef>::Config>::new(),
+        shape,
+        gated,
+    )
+    .axis("BV", bv_values(shape))
+    .axis("num_warps", [2, 4, 8])
+    .register_limit();
+    let (heads, dv) = (shape.heads as u32, shape.dv);
+    let mut problem = Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| {
+        Grid::new(batch as u32, heads, dv.div_ceil(c.BV) as u32)
+    })
+    .scalar("batch", batch as i32)
+    .scalar("slots", batch as i32 + 1);
+    for (n, f) in param_fills(batch) {
+        problem = problem.fill(n, f);
+    }
+    for (n, v) in shape_sizes(shape, batch, gated) {
+        problem = problem.size(n, v);
+    }
+    let points = bv_values(shape).len() * 3;
+    let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
+    Ok((tiles_of(&t.config), t.source, points))
+}
+
+/// Counters with every slot mid-window (`h = L/2`, no flush): the common non-flush launch.
+fn mid_window_meta(window: usize) -> Fill {
+    Fill::Values(vec![0.0, (window / 2) as f64, 0.0, 0.0])
+}
+
+/// Tiles of the replay step (`BV × HB × num_warps`) at window `window`, timed on non-flush rows.
+pub fn tune_replay_tiles(
+    tuner: &mut Autotuner,
+    shape: &ModelShape,
+    batch: usize,
+    gated: bool,
+    window: usize,
+) -> Result<(Tiles, TuneSource, usize)> {
+    type C = <mamba2_replay_step::Kernel as KernelDef>::Config;
+    let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
+        .axis("L", [window as i64])
+        .axis("T", [0])
+        .axis("BV", bv_values(shape))
+        .axis("HB", hb_values(shape))
+        .axis("num_warps", [4, 8])
+        .register_limit();
+    let (heads, dv) = (shape.heads, shape.dv);
+    let mut problem =
+        Problem::new(move |c: &C| Grid::new(batch as u32, (heads / c.HB) as u32, dv.div_ceil(c.BV) as u32))
+            .scalar("batch", batch as i32)
+            .scalar("slots", batch as i32 + 1)
+            .fill("meta", mid_window_meta(window));
+    for (n, f) in param_fills(batch) {
+        problem = problem.fill(n, f);
+    }
+    for (n, v) in shape_sizes(shape, batch, gated) {
+        problem = problem.size(n, v);
+    }
+    problem = problem.size("L", window as i64);
+    let points = bv_values(shape).len() * hb_values(shape).len() * 2;
+    let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
+    Ok((tiles_of(&t.config), t.source, points))
+}
+
+/// Tiles of the verification kernel for `drafts` drafts at window `window`.
+pub fn tune_verify_tiles(
+    tuner: &mut Autotuner,
+    shape: &ModelShape,
+    batch: usize,
+    gated: bool,
+    window: usize,
+    drafts: usize,
+) -> Result<(Tiles, TuneSource, usize)> {
+    type C = <mamba2_verify::Kernel as KernelDef>::Config;
+    let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
+        .axis("L", [window as i64])
+        .axis("T", [drafts as i64])
+        .axis("BV", bv_values(shape))
+        .axis("HB", hb_values(shape))
+        .axis("num_warps", [4, 8])
+        .register_limit();
+    let (heads, dv) = (shape.heads, shape.dv);
+    let mut problem =
+        Problem::new(move |c: &C| Grid::new(batch as u32, (heads / c.HB) as u32, dv.div_ceil(c.BV) as u32))
+            .scalar("batch", batch as i32)
+            .scalar("slots", batch as i32 + 1)
+            .scalar("n_drafts", drafts as i32)
+            .fill("meta", mid_window_meta(window.saturating_sub(drafts)));
+    for (n, f) in param_fills(batch) {
+        problem = problem.fill(n, f);
+    }
+    for (n, v) in shape_sizes(shape, batch, gated) {
+        problem = problem.size(n, v);
+    }
+    problem = problem.size("L", window as i64).size("T", drafts as i64);
+    let points = bv_values(shape).len() * hb_values(shape).len() * 2;
+    let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
+    Ok((tiles_of(&t.config), t.source, points))
+}
+
+/// A replay state with every row live, its step buffers and (on a GPU) a graph of one whole
+/// window of `L` steps: `L − 1` non-flush steps and one flush.
+pub struct WindowRunner {
+    /// The state.
+    pub state: Mamba2ReplayState,
+    /// The step buffers (random inputs).
+    pub io: StepIo,
+    graph: Option<Graph>,
+}
+
+impl WindowRunner {
+    /// Builds the state for `plan`, fills every row and captures the window on a GPU.
+    pub fn new(
+        stream: &Stream,
+        shape: ModelShape,
+        params: &Mamba2Params,
+        batch: usize,
+        gated: bool,
+        plan: ReplayPlan,
+    ) -> Result<WindowRunner> {
+        let mut state = Mamba2ReplayState::new(stream, shape, params, batch, batch + 1, gated, plan)?;
+        state.fill(stream, Next::Decode)?;
+        let mut io = StepIo::new(stream, shape, batch, 1, gated)?;
+        io.randomize(stream, 0x55d ^ batch as u64)?;
+        let graph = if stream.device().backend() == Backend::Cuda {
+            let g = state.capture_steps(stream, &io, plan.window)?;
+            g.upload()?;
+            Some(g)
+        } else {
+            None
+        };
+        Ok(WindowRunner { state, io, graph })
+    }
+
+    /// Enqueues one whole window.
+    pub fn run(&self, stream: &Stream) -> Result<()> {
+        match &self.graph {
+            Some(g) => g.launch(),
+            None => {
+                for _ in 0..self.state.plan().window {
+                    self.state.step(stream, &self.io)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The window `L` among `candidates` with the least amortised time per step of a whole window
+/// (each candidate's window captured as one graph, timed as one unit, divided by `L`).
+#[allow(clippy::too_many_arguments)]
+pub fn tune_window(
+    tuner: &mut Autotuner,
+    shape: ModelShape,
+    params: &Mamba2Params,
+    batch: usize,
+    gated: bool,
+    tiles: Tiles,
+    candidates: &[usize],
+) -> Result<(usize, TuneSource)> {
+    let source = format!(
+        "{}{}{}",
+        mamba2_replay_step::Kernel::SOURCE,
+        mamba2_commit::Kernel::SOURCE,
+        super::admit::mamba2_admit::Kernel::SOURCE
+    );
+    let mut current: Option<(usize, WindowRunner)> = None;
+    let mut scheme = Scheme::new("mamba2_replay_window", &source, move |v, s: &Stream, _i| {
+        let l = *v.get("L").expect("candidate L") as usize;
+        if current.as_ref().map(|c| c.0) != Some(l) {
+            current = None; // free the previous candidate's buffers first
+            let plan = ReplayPlan {
+                window: l,
+                max_drafts: 0,
+                step: tiles,
+                verify: tiles,
+            };
+            current = Some((l, WindowRunner::new(s, shape, params, batch, gated, plan)?));
+        }
+        current.as_ref().expect("built").1.run(s)
+    })
+    .units(|v| *v.get("L").expect("candidate L") as f64);
+    for &l in candidates {
+        scheme = scheme.candidate([("L", l as i64)]);
+    }
+    for (n, v) in shape_sizes(&shape, batch, gated) {
+        scheme = scheme.size(n, v);
+    }
+    scheme = scheme
+        .size("BV", tiles.bv as i64)
+        .size("HB", tiles.hb as i64)
+        .size("num_warps", tiles.num_warps as i64);
+    let t = tuner.tune_scheme(scheme)?;
+    Ok((*t.config.get("L").expect("L") as usize, t.source))
+}
+
+/// The plans for `shape` at `batch`: tuned (cache first) with a tuner, else the defaults
+/// (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the speculative plan.
+pub fn plans(
+    tuner: Option<&mut Autotuner>,
+    shape: ModelShape,
+    params: &Mamba2Params,
+    batch: usize,
+    gated: bool,
+    verify_drafts: usize,
+) -> Result<SsmPlans> {
+    let (l_star, cands) = window_candidates(shape, 0, 1.0);
+    let accepted = 0.75 * verify_drafts as f64;
+    let (l_star_v, cands_v) = window_candidates(shape, verify_drafts, accepted.max(1.0));
+    let mut conventional = ConventionalPlan::default_for(&shape, verify_drafts);
+    let mut replay = ReplayPlan::default_for(&shape, cands[0], 0);
+    let mut verify = ReplayPlan::default_for(&shape, cands_v[0], verify_drafts);
+    let mut choices = Vec::new();
+    let mut note = |what: &str, value: String, source: TuneSource, n: usize| {
+        choices.push(Choice {
+            what: what.into(),
+            value,
+            source: source_name(source),
+            candidates: n,
+        })
+    };
+    match tuner {
+        None => {
+            note("conventional tiles", conventional.decode.show(), TuneSource::Default, 1);
+            note("replay tiles", replay.step.show(), TuneSource::Default, 1);
+            note(
+                "window L",
+                format!("{} (L* = {l_star:.1})", replay.window),
+                TuneSource::Default,
+                1,
+            );
+            note("verify tiles", verify.verify.show(), TuneSource::Default, 1);
+        }
+        Some(tuner) => {
+            let (t, s, n) = tune_conventional(tuner, &shape, batch, gated)?;
+            conventional.decode = t;
+            conventional.spec = t;
+            note("conventional tiles", t.show(), s, n);
+            let (t, s, n) = tune_replay_tiles(tuner, &shape, batch, gated, replay.window)?;
+            replay.step = t;
+            replay.verify = t;
+            note("replay tiles", t.show(), s, n);
+            let (l, s) = tune_window(tuner, shape, params, batch, gated, t, &cands)?;
+            replay.window = l;
+            note("window L", format!("{l} (L* = {l_star:.1}; {cands:?})"), s, cands.len());
+            if verify_drafts > 0 {
+                let (t, s, n) = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, verify_drafts)?;
+                verify.verify = t;
+                verify.step = replay.step;
+                note("verify tiles", t.show(), s, n);
+            }
+        }
+    }
+    Ok(SsmPlans {
+        conventional,
+        replay,
+        verify,
+        l_star,
+        l_star_verify: l_star_v,
+        choices,
+    })
+}
