@@ -112,9 +112,14 @@ fn bv_values(shape: &ModelShape) -> Vec<i64> {
     [8, 16, 32, 64].into_iter().filter(|&b| b <= top).collect()
 }
 
+/// `BV` of the replay and verification kernels (their record tiles make `BV = 8` pointless).
+fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
+    bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
+}
+
 fn hb_values(shape: &ModelShape) -> Vec<i64> {
     let hpg = shape.heads_per_group() as i64;
-    [1, 2, 4, 8].into_iter().filter(|h| hpg % h == 0).collect()
+    [1, 2, 4].into_iter().filter(|h| hpg % h == 0).collect()
 }
 
 fn fixed_axes<C: replay_dsl::ConfigValues>(space: SearchSpace<C>, shape: &ModelShape, gated: bool) -> SearchSpace<C> {
@@ -191,7 +196,7 @@ pub fn tune_replay_tiles(
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
         .axis("L", [window as i64])
         .axis("T", [0])
-        .axis("BV", bv_values(shape))
+        .axis("BV", bv_values_replay(shape))
         .axis("HB", hb_values(shape))
         .axis("num_warps", [4, 8])
         .register_limit();
@@ -208,7 +213,7 @@ pub fn tune_replay_tiles(
         problem = problem.size(n, v);
     }
     problem = problem.size("L", window as i64);
-    let points = bv_values(shape).len() * hb_values(shape).len() * 2;
+    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2;
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
     Ok((tiles_of(&t.config), t.source, points))
 }
@@ -226,7 +231,7 @@ pub fn tune_verify_tiles(
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
         .axis("L", [window as i64])
         .axis("T", [drafts as i64])
-        .axis("BV", bv_values(shape))
+        .axis("BV", bv_values_replay(shape))
         .axis("HB", hb_values(shape))
         .axis("num_warps", [4, 8])
         .register_limit();
@@ -244,7 +249,7 @@ pub fn tune_verify_tiles(
         problem = problem.size(n, v);
     }
     problem = problem.size("L", window as i64).size("T", drafts as i64);
-    let points = bv_values(shape).len() * hb_values(shape).len() * 2;
+    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok((tiles_of(&t.config), t.source, points))
 }
