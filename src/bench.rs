@@ -320,11 +320,7 @@ fn bench_kernel(
         }
     }
     r.config = show(&case.config);
-    r.config_values = case
-        .config
-        .iter()
-        .map(|(n, v)| (n.to_string(), *v))
-        .collect();
+    r.config_values = case.config.iter().map(|(n, v)| (n.to_string(), *v)).collect();
     if let Err(e) = bench_into(k, &case, choice, stream, plan, copy_gbps, seed, bar, &mut r) {
         r.error = Some(e.to_string());
     }
@@ -357,12 +353,7 @@ fn bench_into(
     bar.set_message(format!("{}: check", k.name));
     let kernel = (k.compile)(device, &case.config)?;
     let info = device.info();
-    let nsets = rotation_sets(
-        info.l2_bytes,
-        inst.buffer_bytes(),
-        info.total_memory,
-        &plan.settings(),
-    );
+    let nsets = rotation_sets(info.l2_bytes, inst.buffer_bytes(), info.total_memory, &plan.settings());
     r.rotation_sets = nsets;
     let mut sets = Vec::with_capacity(nsets);
     for _ in 0..nsets {
@@ -372,9 +363,7 @@ fn bench_into(
     let verdict = run_and_judge(kernel.as_ref(), stream, &inst, &sets[0], &checks)?;
     r.verdict = Some(verdict);
     if !verdict.pass {
-        return Err(CliError::Failed(
-            "output differs from the reference: not timed".into(),
-        ));
+        return Err(CliError::Failed("output differs from the reference: not timed".into()));
     }
 
     bar.set_message(format!("{}: timing", k.name));
@@ -395,14 +384,7 @@ fn bench_into(
     drop(sets);
 
     bar.set_message(format!("{}: launch overhead", k.name));
-    r.launch = Some(launch_overhead(
-        k,
-        device,
-        stream,
-        plan,
-        &case.config,
-        seed ^ 1,
-    )?);
+    r.launch = Some(launch_overhead(k, device, stream, plan, &case.config, seed ^ 1)?);
     Ok(())
 }
 
@@ -474,12 +456,7 @@ fn git_commit() -> Option<String> {
 }
 
 /// Runs the benchmarks of the kernels whose name contains `filter`.
-pub fn run_benches(
-    choice: &Choice,
-    filter: Option<&str>,
-    tuned: bool,
-    seed: u64,
-) -> Result<BenchReport, CliError> {
+pub fn run_benches(choice: &Choice, filter: Option<&str>, tuned: bool, seed: u64) -> Result<BenchReport, CliError> {
     let plan = Plan::for_scale(choice.scale);
     let kernels = gallery::filtered(filter);
     if kernels.is_empty() {
@@ -490,8 +467,7 @@ pub fn run_benches(
     }
     let stream = choice.device.new_stream()?;
     let bar = ProgressBar::new(kernels.len() as u64 + 1);
-    if let Ok(style) = ProgressStyle::with_template("bench [{bar:30}] {pos}/{len} {elapsed} {msg}")
-    {
+    if let Ok(style) = ProgressStyle::with_template("bench [{bar:30}] {pos}/{len} {elapsed} {msg}") {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_message("copy bandwidth");
@@ -567,11 +543,7 @@ pub fn table(report: &BenchReport) -> Table {
             r.kernel.clone(),
             r.config.clone(),
             r.shape.clone(),
-            if timed {
-                sig(r.median_ms, 4)
-            } else {
-                "-".into()
-            },
+            if timed { sig(r.median_ms, 4) } else { "-".into() },
             if timed {
                 format!("{:.1}%", r.spread * 100.0)
             } else {

@@ -79,18 +79,9 @@ impl CheckReport {
         .align(5, Align::Right);
         for r in &self.rows {
             let (l2, max, checked, result) = match (&r.verdict, &r.error) {
-                (_, Some(e)) => (
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    format!("ERROR: {e}"),
-                ),
+                (_, Some(e)) => (String::new(), String::new(), String::new(), format!("ERROR: {e}")),
                 (Some(v), None) => {
-                    let mut result = if v.pass {
-                        "pass".to_string()
-                    } else {
-                        "FAIL".to_string()
-                    };
+                    let mut result = if v.pass { "pass".to_string() } else { "FAIL".to_string() };
                     if !v.pass {
                         let mut why = Vec::new();
                         if v.unwritten > 0 {

@@ -14,12 +14,8 @@ pub fn no_gpu_reason(err: &RuntimeError) -> Option<String> {
             "no CUDA driver on this machine (could not load {})",
             tried.join(" or ")
         )),
-        RuntimeError::NoDevice { count: 0, .. } => {
-            Some("the CUDA driver reports no GPU".to_string())
-        }
-        RuntimeError::NoDevice { ordinal, count } => {
-            Some(format!("no GPU with ordinal {ordinal} ({count} found)"))
-        }
+        RuntimeError::NoDevice { count: 0, .. } => Some("the CUDA driver reports no GPU".to_string()),
+        RuntimeError::NoDevice { ordinal, count } => Some(format!("no GPU with ordinal {ordinal} ({count} found)")),
         RuntimeError::UnsupportedGpu { .. } => Some(err.to_string()),
         _ => None,
     }
@@ -46,9 +42,7 @@ impl Choice {
 /// GPU 0, or the interpreter when asked (`interpret`, `REPLAY_INTERPRET=1`) or when there is
 /// no GPU. Driver failures other than "no driver / no device / unsupported GPU" are errors.
 pub fn choose(interpret: bool) -> Result<Choice, CliError> {
-    let env = replay_runtime::driver::device::interpret_requested(
-        std::env::var("REPLAY_INTERPRET").ok().as_deref(),
-    );
+    let env = replay_runtime::driver::device::interpret_requested(std::env::var("REPLAY_INTERPRET").ok().as_deref());
     if interpret || env {
         let why = if interpret {
             "--interpret"
@@ -58,9 +52,7 @@ pub fn choose(interpret: bool) -> Result<Choice, CliError> {
         return Ok(Choice {
             device: Device::interpreter(),
             scale: Scale::Small,
-            note: Some(format!(
-                "{why}: running on the CPU interpreter at small sizes"
-            )),
+            note: Some(format!("{why}: running on the CPU interpreter at small sizes")),
         });
     }
     match Device::cuda(0) {

@@ -9,19 +9,14 @@
 //! unwritten and clobbered elements; NaN never passes.
 
 use replay_dsl::{Elem, KernelDef};
-use replay_runtime::{
-    ArgValue, CompiledKernel, Device, Engine, Grid, RawBuffer, RuntimeError, Stream,
-};
+use replay_runtime::{ArgValue, CompiledKernel, Device, Engine, Grid, RawBuffer, RuntimeError, Stream};
 
 /// Named integer values: a configuration (`BLOCK`, …, `num_warps`) or a problem shape.
 pub type Named = Vec<(&'static str, i64)>;
 
 /// The value called `name` in `values` (0 when absent).
 pub fn get(values: &[(&'static str, i64)], name: &str) -> i64 {
-    values
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(0, |(_, v)| *v)
+    values.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v)
 }
 
 /// `a=1 b=2` (with `num_warps` shown as `warps`).
@@ -432,37 +427,23 @@ pub fn judge_one(inst: &Instance, check: &OutputCheck, out: &HostData) -> Verdic
 
 /// Judges every output of `inst`; `outs[i]` holds buffer `checks[i].buf`'s contents.
 pub fn judge(inst: &Instance, checks: &[OutputCheck], outs: &[HostData]) -> Verdict {
-    checks
-        .iter()
-        .zip(outs)
-        .map(|(c, o)| judge_one(inst, c, o))
-        .fold(
-            Verdict {
-                pass: true,
-                ..Verdict::default()
-            },
-            Verdict::merge,
-        )
+    checks.iter().zip(outs).map(|(c, o)| judge_one(inst, c, o)).fold(
+        Verdict {
+            pass: true,
+            ..Verdict::default()
+        },
+        Verdict::merge,
+    )
 }
 
 /// A compiled kernel with the type erased: what the harness launches.
 pub trait Launcher {
     /// Launches over `grid` with arguments checked at run time against the parameters.
-    fn launch(
-        &self,
-        stream: &Stream,
-        grid: Grid,
-        args: &[ArgValue<'_>],
-    ) -> Result<(), RuntimeError>;
+    fn launch(&self, stream: &Stream, grid: Grid, args: &[ArgValue<'_>]) -> Result<(), RuntimeError>;
 }
 
 impl<K: KernelDef> Launcher for CompiledKernel<K> {
-    fn launch(
-        &self,
-        stream: &Stream,
-        grid: Grid,
-        args: &[ArgValue<'_>],
-    ) -> Result<(), RuntimeError> {
+    fn launch(&self, stream: &Stream, grid: Grid, args: &[ArgValue<'_>]) -> Result<(), RuntimeError> {
         self.launch_values(stream, grid, args, Engine::Device)
     }
 }
@@ -518,11 +499,7 @@ impl Loaded {
     }
 
     /// Reads back the buffers that `checks` look at, in the order of `checks`.
-    pub fn read(
-        &self,
-        stream: &Stream,
-        checks: &[OutputCheck],
-    ) -> Result<Vec<HostData>, RuntimeError> {
+    pub fn read(&self, stream: &Stream, checks: &[OutputCheck]) -> Result<Vec<HostData>, RuntimeError> {
         checks
             .iter()
             .map(|c| {
@@ -584,11 +561,7 @@ mod tests {
             (2, Expect::Untouched),
         ]);
         let poison = f32::from_bits(u32::MAX);
-        let good = judge(
-            &i,
-            std::slice::from_ref(&c),
-            &[HostData::F32(vec![1.0, 2.0, poison])],
-        );
+        let good = judge(&i, std::slice::from_ref(&c), &[HostData::F32(vec![1.0, 2.0, poison])]);
         assert!(good.pass, "{good:?}");
         assert_eq!(good.checked, 3);
         let unwritten = judge(
@@ -599,11 +572,7 @@ mod tests {
         assert!(!unwritten.pass);
         assert_eq!(unwritten.unwritten, 1);
         assert_eq!(unwritten.first_bad, Some((0, 1)));
-        let clobbered = judge(
-            &i,
-            std::slice::from_ref(&c),
-            &[HostData::F32(vec![1.0, 2.0, 0.0])],
-        );
+        let clobbered = judge(&i, std::slice::from_ref(&c), &[HostData::F32(vec![1.0, 2.0, 0.0])]);
         assert_eq!(clobbered.clobbered, 1);
         assert!(!clobbered.pass);
         let nan = judge(
@@ -625,32 +594,15 @@ mod tests {
             entries: vec![(0, Expect::Exact(5)), (2, Expect::Untouched)],
             tol: Tol::norm(Elem::I32),
         };
-        assert!(
-            judge(
-                &i,
-                std::slice::from_ref(&c),
-                &[HostData::I32(vec![5, 0, 7])]
-            )
-            .pass
-        );
+        assert!(judge(&i, std::slice::from_ref(&c), &[HostData::I32(vec![5, 0, 7])]).pass);
         assert!(!judge(&i, &[c], &[HostData::I32(vec![4, 0, 7])]).pass);
         let f = inst(None);
         let c = OutputCheck {
             buf: 0,
             entries: vec![(0, Expect::Within(1.0, 0.5))],
-            tol: Tol {
-                norm: 1.0,
-                elem: None,
-            },
+            tol: Tol { norm: 1.0, elem: None },
         };
-        assert!(
-            judge(
-                &f,
-                std::slice::from_ref(&c),
-                &[HostData::F32(vec![1.4, 0.0, 0.0])]
-            )
-            .pass
-        );
+        assert!(judge(&f, std::slice::from_ref(&c), &[HostData::F32(vec![1.4, 0.0, 0.0])]).pass);
         assert!(!judge(&f, &[c], &[HostData::F32(vec![1.6, 0.0, 0.0])]).pass);
     }
 

@@ -29,10 +29,7 @@ pub fn listing() -> String {
             .iter()
             .map(|p| format!("{}: {}", p.name, p.dtype))
             .collect();
-        let consts: Vec<String> = (k.defaults)()
-            .iter()
-            .map(|(n, v)| format!("{n} = {v}"))
-            .collect();
+        let consts: Vec<String> = (k.defaults)().iter().map(|(n, v)| format!("{n} = {v}")).collect();
         s.push_str(&format!(
             "{}\n  params:     {}\n  constexprs: {}\n",
             k.name,
@@ -45,9 +42,8 @@ pub fn listing() -> String {
 
 /// Runs `replay kernels`.
 pub fn run(out: &mut dyn Write) -> Result<(), CliError> {
-    out.write_all(listing().as_bytes())
-        .map_err(|e| CliError::Io {
-            path: "<stdout>".into(),
-            source: e,
-        })
+    out.write_all(listing().as_bytes()).map_err(|e| CliError::Io {
+        path: "<stdout>".into(),
+        source: e,
+    })
 }

@@ -26,42 +26,30 @@ pub fn parse_set(s: &str) -> Result<(String, i64), CliError> {
     let value = match value.trim() {
         "true" => 1,
         "false" => 0,
-        v => v.parse::<i64>().map_err(|_| {
-            CliError::Usage(format!("--set `{s}`: `{v}` is not an integer or bool"))
-        })?,
+        v => v
+            .parse::<i64>()
+            .map_err(|_| CliError::Usage(format!("--set `{s}`: `{v}` is not an integer or bool")))?,
     };
     Ok((name.trim().to_string(), value))
 }
 
 /// Compiles `entry` for `target` with its defaults overridden by `sets`; unknown names are an
 /// error listing the kernel's constexprs.
-pub fn compile(
-    entry: &KernelEntry,
-    target: Target,
-    sets: &[(String, i64)],
-) -> Result<Output, CliError> {
+pub fn compile(entry: &KernelEntry, target: Target, sets: &[(String, i64)]) -> Result<Output, CliError> {
     let defaults = (entry.defaults)();
     for (name, _) in sets {
         if !defaults.iter().any(|(n, _)| n == name) {
             return Err(CliError::UnknownConstexpr {
                 kernel: entry.name.to_string(),
                 name: name.clone(),
-                known: defaults
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                known: defaults.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
             });
         }
     }
     let values: Vec<(&str, i64)> = defaults
         .iter()
         .map(|(n, v)| {
-            let v = sets
-                .iter()
-                .rev()
-                .find(|(s, _)| s == n)
-                .map_or(*v, |(_, v)| *v);
+            let v = sets.iter().rev().find(|(s, _)| s == n).map_or(*v, |(_, v)| *v);
             (*n, v)
         })
         .collect();
@@ -96,16 +84,14 @@ pub fn render(entry: &KernelEntry, out: &Output, show: &Show) -> Result<String, 
             .get(out.ir_stages.saturating_sub(1))
             .map(|(_, t)| t.clone())
             .unwrap_or_default(),
-        Show::Stage(name) => {
-            compiled
-                .stage(name)
-                .map(str::to_string)
-                .ok_or_else(|| CliError::UnknownStage {
-                    kernel: entry.name.to_string(),
-                    name: name.clone(),
-                    known: compiled.stage_names().join(", "),
-                })?
-        }
+        Show::Stage(name) => compiled
+            .stage(name)
+            .map(str::to_string)
+            .ok_or_else(|| CliError::UnknownStage {
+                kernel: entry.name.to_string(),
+                name: name.clone(),
+                known: compiled.stage_names().join(", "),
+            })?,
     };
     if !text.ends_with('\n') {
         text.push('\n');

@@ -65,11 +65,8 @@ pub fn run_tune<K: replay_dsl::KernelDef + 'static>(
     let space = space.register_limit();
     let shape = spec.shape.clone();
     let grid = spec.grid;
-    let mut problem = Problem::<K::Config>::new(move |c| {
-        grid(&shape, &|n| {
-            replay_runtime::tune::space::value_of(c, n).unwrap_or(0)
-        })
-    });
+    let mut problem =
+        Problem::<K::Config>::new(move |c| grid(&shape, &|n| replay_runtime::tune::space::value_of(c, n).unwrap_or(0)));
     for (n, v) in &spec.scalars {
         problem = problem.scalar(n, *v);
     }
@@ -112,9 +109,7 @@ pub fn candidates_table(record: &TuneRecord) -> Table {
             .collect::<Vec<_>>()
             .join(" ");
         let (med, min, status) = match &c.outcome {
-            Outcome::Timed {
-                median_ms, min_ms, ..
-            } => (
+            Outcome::Timed { median_ms, min_ms, .. } => (
                 sig(*median_ms, 4),
                 sig(*min_ms, 4),
                 if Some(&c.values) == best {
@@ -123,16 +118,9 @@ pub fn candidates_table(record: &TuneRecord) -> Table {
                     "ok".to_string()
                 },
             ),
-            Outcome::Pruned { reason } => {
-                (String::new(), String::new(), format!("pruned: fails `{reason}`"))
-            }
-            Outcome::Failed { reason } => {
-                (String::new(), String::new(), format!("failed: {reason}"))
-            }
-            Outcome::Mismatch {
-                max_rel_err,
-                first_bad,
-            } => (
+            Outcome::Pruned { reason } => (String::new(), String::new(), format!("pruned: fails `{reason}`")),
+            Outcome::Failed { reason } => (String::new(), String::new(), format!("failed: {reason}")),
+            Outcome::Mismatch { max_rel_err, first_bad } => (
                 String::new(),
                 String::new(),
                 format!("mismatch: rel err {max_rel_err:.1e} at {first_bad}"),
@@ -144,29 +132,15 @@ pub fn candidates_table(record: &TuneRecord) -> Table {
 }
 
 /// Runs `replay tune`.
-pub fn run(
-    out: &mut dyn Write,
-    kernel: &str,
-    force: bool,
-    device: &Device,
-    scale: Scale,
-) -> Result<(), CliError> {
+pub fn run(out: &mut dyn Write, kernel: &str, force: bool, device: &Device, scale: Scale) -> Result<(), CliError> {
     let Some(k) = gallery::find(kernel) else {
         return Err(CliError::UnknownKernel {
             name: kernel.to_string(),
-            known: gallery::all()
-                .iter()
-                .map(|k| k.name)
-                .collect::<Vec<_>>()
-                .join(", "),
+            known: gallery::all().iter().map(|k| k.name).collect::<Vec<_>>().join(", "),
         });
     };
     let spec = (k.tune_spec)(scale);
-    let mode = if force {
-        TuneMode::Force
-    } else {
-        TuneMode::Cached
-    };
+    let mode = if force { TuneMode::Force } else { TuneMode::Cached };
     let mut tuner = Autotuner::new(device)?.with_mode(mode);
     let cache = tuner
         .cache()
@@ -204,15 +178,9 @@ pub fn run(
         )?,
         TuneSource::Tuned => w(
             out,
-            format!(
-                "tuned in {:.1} s; saved to {cache}",
-                r.elapsed.as_secs_f64()
-            ),
+            format!("tuned in {:.1} s; saved to {cache}", r.elapsed.as_secs_f64()),
         )?,
-        TuneSource::Default => w(
-            out,
-            "REPLAY_TUNE=off: default candidate, nothing timed".into(),
-        )?,
+        TuneSource::Default => w(out, "REPLAY_TUNE=off: default candidate, nothing timed".into())?,
     }
     if let Some(record) = &r.record {
         w(out, candidates_table(record).to_string())?;

@@ -30,10 +30,7 @@ pub(super) fn histogram() -> GalleryKernel {
                     &[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)],
                     &[("n", s(1_000_003, 3_000))],
                 ),
-                Case::new(
-                    &[("BLOCK", 256), ("BINS", 16), ("num_warps", 4)],
-                    &[("n", 100)],
-                ),
+                Case::new(&[("BLOCK", 256), ("BINS", 16), ("num_warps", 4)], &[("n", 100)]),
                 Case::new(
                     &[("BLOCK", 1024), ("BINS", 256), ("num_warps", 8)],
                     &[("n", s(1 << 20, 2_048))],
@@ -46,26 +43,14 @@ pub(super) fn histogram() -> GalleryKernel {
                 Scale::Gpu => 1 << 26,
                 Scale::Small => 1 << 14,
             };
-            Case::new(
-                &[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)],
-                &[("n", n)],
-            )
+            Case::new(&[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)], &[("n", n)])
         },
-        tiny: || {
-            Case::new(
-                &[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)],
-                &[("n", 1024)],
-            )
-        },
+        tiny: || Case::new(&[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)], &[("n", 1024)]),
         build: build_histogram,
         expect: expect_histogram,
         compile: compile_as::<Hist>,
         tune_spec: |scale| {
-            let n = if scale == Scale::Gpu {
-                1 << 26
-            } else {
-                1 << 14
-            };
+            let n = if scale == Scale::Gpu { 1 << 26 } else { 1 << 14 };
             TuneSpec {
                 shape: vec![("n", n)],
                 axes: vec![
@@ -73,10 +58,7 @@ pub(super) fn histogram() -> GalleryKernel {
                     ("num_warps", vec![2, 4, 8]),
                 ],
                 scalars: vec![("n", (n as i32).into())],
-                fills: vec![
-                    ("x", Fill::Uniform(-8.0, 72.0)),
-                    ("hist", Fill::Constant(0.0)),
-                ],
+                fills: vec![("x", Fill::Uniform(-8.0, 72.0)), ("hist", Fill::Constant(0.0))],
                 grid: |s, c| Grid::cdiv(get(s, "n") as u64, c("BLOCK") as u64),
             }
         },
@@ -133,10 +115,7 @@ pub(super) fn global_max() -> GalleryKernel {
                 Scale::Small => small,
             };
             vec![
-                Case::new(
-                    &[("BLOCK", 1024), ("num_warps", 4)],
-                    &[("n", s(1_000_003, 3_000))],
-                ),
+                Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", s(1_000_003, 3_000))]),
                 Case::new(&[("BLOCK", 128), ("num_warps", 4)], &[("n", 5)]),
                 Case::new(&[("BLOCK", 256), ("num_warps", 2)], &[("n", s(4096, 512))]),
             ]
@@ -154,11 +133,7 @@ pub(super) fn global_max() -> GalleryKernel {
         expect: expect_max,
         compile: compile_as::<Max>,
         tune_spec: |scale| {
-            let n = if scale == Scale::Gpu {
-                1 << 26
-            } else {
-                1 << 14
-            };
+            let n = if scale == Scale::Gpu { 1 << 26 } else { 1 << 14 };
             TuneSpec {
                 shape: vec![("n", n)],
                 axes: vec![

@@ -73,11 +73,7 @@ fn bench(scale: Scale) -> Case {
 }
 
 fn build(case: &Case, rng: &mut SmallRng, slack: bool) -> Instance {
-    let (m, n, k) = (
-        case.get("m") as usize,
-        case.get("n") as usize,
-        case.get("k") as usize,
-    );
+    let (m, n, k) = (case.get("m") as usize, case.get("n") as usize, case.get("k") as usize);
     let extra = if slack { SLACK } else { 0 };
     Instance {
         shape: format!("{m}x{n}x{k}"),
@@ -107,11 +103,7 @@ fn build(case: &Case, rng: &mut SmallRng, slack: bool) -> Instance {
 /// Norm-wise 1e-5, and elementwise the classic dot-product bound |ĉ − c| ≤ γ_k·(|a||b|)ᵢⱼ
 /// (taken as 2k·u·(|a||b|)ᵢⱼ): a correct fp32 accumulation can never exceed it.
 fn expect(case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
-    let (m, n, k) = (
-        case.get("m") as usize,
-        case.get("n") as usize,
-        case.get("k") as usize,
-    );
+    let (m, n, k) = (case.get("m") as usize, case.get("n") as usize, case.get("k") as usize);
     let a = inst.bufs[0].data.as_ref().expect("a").f32s();
     let b = inst.bufs[1].data.as_ref().expect("b").f32s();
     let rows = if sample {
@@ -127,10 +119,7 @@ fn expect(case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
         let c = g::reference(row, b, 1, n, k);
         let bound = g::reference(&abs_row, &abs_b, 1, n, k);
         for j in 0..n {
-            entries.push((
-                i * n + j,
-                Expect::Within(c[j], 2.0 * k as f64 * U32 * bound[j]),
-            ));
+            entries.push((i * n + j, Expect::Within(c[j], 2.0 * k as f64 * U32 * bound[j])));
         }
     }
     entries.extend((m * n..inst.bufs[2].len).map(|i| (i, Expect::Untouched)));

@@ -94,9 +94,7 @@ pub struct GalleryKernel {
 
 impl std::fmt::Debug for GalleryKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GalleryKernel")
-            .field("name", &self.name)
-            .finish()
+        f.debug_struct("GalleryKernel").field("name", &self.name).finish()
     }
 }
 

@@ -119,11 +119,7 @@ fn expect(case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
     for r in rows_to_check(rows, sample) {
         let reference = g::reference(&x[r * stride..(r + 1) * stride], w, 1, cols, stride, EPS);
         for (c, v) in reference.into_iter().enumerate() {
-            let e = if c < cols {
-                Expect::Value(v)
-            } else {
-                Expect::Untouched
-            };
+            let e = if c < cols { Expect::Value(v) } else { Expect::Untouched };
             entries.push((r * stride + c, e));
         }
     }

@@ -113,11 +113,7 @@ fn expect(case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
         let row = &x[r * stride..(r + 1) * stride];
         let reference = g::reference(row, 1, cols, stride);
         for (c, v) in reference.into_iter().enumerate() {
-            let e = if c < cols {
-                Expect::Value(v)
-            } else {
-                Expect::Untouched
-            };
+            let e = if c < cols { Expect::Value(v) } else { Expect::Untouched };
             entries.push((r * stride + c, e));
         }
     }

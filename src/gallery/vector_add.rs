@@ -33,22 +33,13 @@ fn cases(scale: Scale) -> Vec<Case> {
     };
     vec![
         // n not a multiple of BLOCK: the last program is partly masked.
-        Case::new(
-            &[("BLOCK", 1024), ("num_warps", 4)],
-            &[("n", big(1_000_003, 3_000))],
-        ),
+        Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", big(1_000_003, 3_000))]),
         // An exact multiple: no tail.
-        Case::new(
-            &[("BLOCK", 1024), ("num_warps", 4)],
-            &[("n", big(1 << 20, 2_048))],
-        ),
+        Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", big(1 << 20, 2_048))]),
         // One element.
         Case::new(&[("BLOCK", 256), ("num_warps", 2)], &[("n", 1)]),
         // A small odd size with a small block.
-        Case::new(
-            &[("BLOCK", 128), ("num_warps", 4)],
-            &[("n", big(12_345, 333))],
-        ),
+        Case::new(&[("BLOCK", 128), ("num_warps", 4)], &[("n", big(12_345, 333))]),
     ]
 }
 
@@ -88,11 +79,7 @@ fn expect(_case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
     let xs: Vec<f32> = idx.iter().map(|&i| x[i]).collect();
     let ys: Vec<f32> = idx.iter().map(|&i| y[i]).collect();
     let reference = g::reference(&xs, &ys);
-    let mut entries: Vec<(usize, Expect)> = idx
-        .iter()
-        .zip(reference)
-        .map(|(&i, r)| (i, Expect::Value(r)))
-        .collect();
+    let mut entries: Vec<(usize, Expect)> = idx.iter().zip(reference).map(|(&i, r)| (i, Expect::Value(r))).collect();
     entries.extend((n..inst.bufs[2].len).map(|i| (i, Expect::Untouched)));
     vec![OutputCheck {
         buf: 2,
