@@ -100,7 +100,7 @@ scalar_arg!(u32, U32);
 scalar_arg!(f32, F32);
 scalar_arg!(bool, Bool);
 
-/// A tuple of arguments matching a kernel's parameter tuple `Params` (up to 12 elements).
+/// A tuple of arguments matching a kernel's parameter tuple `Params` (up to 24 elements).
 pub trait LaunchArgs<Params> {
     /// The arguments in order, type-erased.
     fn values(&self) -> Vec<ArgValue<'_>>;
@@ -112,97 +112,29 @@ impl LaunchArgs<()> for () {
     }
 }
 
+/// `tuple_args!([] (P0, A0, 0) (P1, A1, 1) ...)` implements [`LaunchArgs`] for every non-empty
+/// prefix of the list: one `impl` per arity, each linear in its arity.
 macro_rules! tuple_args {
-    ($(($p:ident, $a:ident, $i:tt)),+) => {
+    (@impl $(($p:ident, $a:ident, $i:tt))+) => {
         impl<$($p, $a: KernelArg<$p>),+> LaunchArgs<($($p,)+)> for ($($a,)+) {
             fn values(&self) -> Vec<ArgValue<'_>> {
                 vec![$(self.$i.arg_value()),+]
             }
         }
     };
+    ([$($done:tt)*]) => {};
+    ([$($done:tt)*] $next:tt $($rest:tt)*) => {
+        tuple_args!(@impl $($done)* $next);
+        tuple_args!([$($done)* $next] $($rest)*);
+    };
 }
-tuple_args!((P0, A0, 0));
-tuple_args!((P0, A0, 0), (P1, A1, 1));
-tuple_args!((P0, A0, 0), (P1, A1, 1), (P2, A2, 2));
-tuple_args!((P0, A0, 0), (P1, A1, 1), (P2, A2, 2), (P3, A3, 3));
-tuple_args!((P0, A0, 0), (P1, A1, 1), (P2, A2, 2), (P3, A3, 3), (P4, A4, 4));
-tuple_args!(
-    (P0, A0, 0),
-    (P1, A1, 1),
-    (P2, A2, 2),
-    (P3, A3, 3),
-    (P4, A4, 4),
-    (P5, A5, 5)
-);
-tuple_args!(
-    (P0, A0, 0),
-    (P1, A1, 1),
-    (P2, A2, 2),
-    (P3, A3, 3),
-    (P4, A4, 4),
-    (P5, A5, 5),
-    (P6, A6, 6)
-);
-tuple_args!(
-    (P0, A0, 0),
-    (P1, A1, 1),
-    (P2, A2, 2),
-    (P3, A3, 3),
-    (P4, A4, 4),
-    (P5, A5, 5),
-    (P6, A6, 6),
-    (P7, A7, 7)
-);
-tuple_args!(
-    (P0, A0, 0),
-    (P1, A1, 1),
-    (P2, A2, 2),
-    (P3, A3, 3),
-    (P4, A4, 4),
-    (P5, A5, 5),
-    (P6, A6, 6),
-    (P7, A7, 7),
-    (P8, A8, 8)
-);
-tuple_args!(
-    (P0, A0, 0),
-    (P1, A1, 1),
-    (P2, A2, 2),
-    (P3, A3, 3),
-    (P4, A4, 4),
-    (P5, A5, 5),
-    (P6, A6, 6),
-    (P7, A7, 7),
-    (P8, A8, 8),
-    (P9, A9, 9)
-);
-tuple_args!(
-    (P0, A0, 0),
-    (P1, A1, 1),
-    (P2, A2, 2),
-    (P3, A3, 3),
-    (P4, A4, 4),
-    (P5, A5, 5),
-    (P6, A6, 6),
-    (P7, A7, 7),
-    (P8, A8, 8),
-    (P9, A9, 9),
-    (P10, A10, 10)
-);
-tuple_args!(
-    (P0, A0, 0),
-    (P1, A1, 1),
-    (P2, A2, 2),
-    (P3, A3, 3),
-    (P4, A4, 4),
-    (P5, A5, 5),
-    (P6, A6, 6),
-    (P7, A7, 7),
-    (P8, A8, 8),
-    (P9, A9, 9),
-    (P10, A10, 10),
-    (P11, A11, 11)
-);
+tuple_args! {
+    []
+    (P0, A0, 0) (P1, A1, 1) (P2, A2, 2) (P3, A3, 3) (P4, A4, 4) (P5, A5, 5)
+    (P6, A6, 6) (P7, A7, 7) (P8, A8, 8) (P9, A9, 9) (P10, A10, 10) (P11, A11, 11)
+    (P12, A12, 12) (P13, A13, 13) (P14, A14, 14) (P15, A15, 15) (P16, A16, 16) (P17, A17, 17)
+    (P18, A18, 18) (P19, A19, 19) (P20, A20, 20) (P21, A21, 21) (P22, A22, 22) (P23, A23, 23)
+}
 
 #[cfg(test)]
 mod tests {
@@ -236,5 +168,71 @@ mod tests {
         assert_eq!(v[0].info().len, Some(4));
         // An integer literal infers the parameter's type.
         assert_eq!(erase::<(i64,), _>(&(5,)), vec![DType::Val(Elem::I64)]);
+    }
+
+    #[test]
+    fn tuples_of_up_to_24_arguments() {
+        let d = Device::interpreter();
+        let s = d.new_stream().unwrap();
+        let x = DeviceBuffer::from_host(&s, &[1.0f32; 4]).unwrap();
+        type P18 = (
+            Ptr<f32>,
+            Ptr<f32>,
+            Ptr<f32>,
+            Ptr<f32>,
+            Ptr<f32>,
+            Ptr<f32>,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i64,
+            i64,
+            u32,
+            u32,
+            f32,
+            bool,
+        );
+        let a18 = (&x, &x, &x, &x, &x, &x, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.5f32, true);
+        let t = erase::<P18, _>(&a18);
+        assert_eq!(t.len(), 18);
+        assert_eq!(t[0], DType::Ptr(Elem::F32));
+        assert_eq!(t[12], DType::Val(Elem::I64));
+        assert_eq!(t[17], DType::Val(Elem::Bool));
+        assert_eq!(a18.values()[13].int(), Some(8));
+        type P24 = (
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            u32,
+        );
+        let a24 = (
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+        );
+        let v: Vec<Option<i64>> = LaunchArgs::<P24>::values(&a24).iter().map(|v| v.int()).collect();
+        assert_eq!(v, (0..24).map(Some).collect::<Vec<_>>());
+        assert_eq!(erase::<P24, _>(&a24)[23], DType::Val(Elem::U32));
     }
 }
