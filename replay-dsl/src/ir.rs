@@ -121,7 +121,7 @@ pub enum ReduceKind {
     Min,
 }
 
-/// The combining function of an inclusive scan.
+/// The combining function of a scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScanKind {
     /// Running sum.
@@ -203,7 +203,10 @@ pub enum Op {
         /// Combining function.
         kind: ReduceKind,
     },
-    /// Inclusive scan along one axis; the shape is unchanged.
+    /// Scan along one axis; the shape is unchanged. With `n` elements along the axis, element
+    /// `j` of the result combines the inputs at positions `l ≤ j` (inclusive, forward),
+    /// `l < j` (exclusive), `l ≥ j` (inclusive, reverse) or `l > j` (exclusive, reverse); an
+    /// empty combination is the identity (0 for sums, 1 for products).
     Scan {
         /// Input tile.
         value: Value,
@@ -211,6 +214,10 @@ pub enum Op {
         axis: usize,
         /// Combining function.
         kind: ScanKind,
+        /// Runs from the last element to the first.
+        reverse: bool,
+        /// Leaves out the element itself.
+        exclusive: bool,
     },
     /// `acc + a @ b` for 2-D tiles, accumulated in f32.
     Dot {
@@ -471,7 +478,18 @@ impl Op {
             Op::Load { .. } => "load".into(),
             Op::Store { .. } => "store".into(),
             Op::Reduce { axis, kind, .. } => format!("reduce.{} axis={axis}", format!("{kind:?}").to_lowercase()),
-            Op::Scan { axis, kind, .. } => format!("scan.{} axis={axis}", format!("{kind:?}").to_lowercase()),
+            Op::Scan {
+                axis,
+                kind,
+                reverse,
+                exclusive,
+                ..
+            } => format!(
+                "scan.{}{}{} axis={axis}",
+                format!("{kind:?}").to_lowercase(),
+                if *reverse { ".rev" } else { "" },
+                if *exclusive { ".excl" } else { "" }
+            ),
             Op::Dot { .. } => "dot".into(),
             Op::Atomic { kind, .. } => format!("atomic.{}", format!("{kind:?}").to_lowercase()),
             Op::For { .. } => "for".into(),

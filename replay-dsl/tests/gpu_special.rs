@@ -18,7 +18,8 @@
 //!   carried through a loop, per-program trip counts, runtime `if` (nested, carrying state).
 //! - `layout_conversions`: `x + x.trans()` on square tiles and `x.trans()` on rectangular ones.
 //! - `reductions_on_each_axis`: sum / max / min / cumsum along every axis of 2-D and 3-D tiles
-//!   and over all elements, f32 (values exact in any order) and i32.
+//!   and over all elements, f32 (values exact in any order) and i32; cumsum and cumprod also
+//!   exclusive, reverse, and reverse exclusive (products of ±1 and ±2, exact in any order).
 //!
 //! Without a CUDA GPU every test prints "skipped: no CUDA GPU" and passes.
 
@@ -905,20 +906,30 @@ fn layout_conversions() {
 fn reduce_body<T: Num>(shape: &[usize], axis: usize, a: &[Value]) {
     let n = shape.iter().product::<usize>() as i32;
     let pid = program_id(0);
-    let x: Tile<T> = load(ptr_of::<T>(a, 0) + (pid * n + local_offsets(shape)), true);
+    let offs = pid * n + local_offsets(shape);
+    let x: Tile<T> = load(ptr_of::<T>(a, 0) + offs, true);
+    let y: Tile<T> = load(ptr_of::<T>(a, 1) + offs, true);
     let mut rs = shape.to_vec();
     rs.remove(axis);
     let (rn, ro) = (rs.iter().product::<usize>() as i32, local_offsets(&rs));
-    store(ptr_of::<T>(a, 1) + (pid * rn + ro), sum(x, axis), true);
-    store(ptr_of::<T>(a, 2) + (pid * rn + ro), max(x, axis), true);
-    store(ptr_of::<T>(a, 3) + (pid * rn + ro), min(x, axis), true);
-    store(
-        ptr_of::<T>(a, 4) + (pid * n + local_offsets(shape)),
-        cumsum(x, axis),
-        true,
-    );
+    store(ptr_of::<T>(a, 2) + (pid * rn + ro), sum(x, axis), true);
+    store(ptr_of::<T>(a, 3) + (pid * rn + ro), max(x, axis), true);
+    store(ptr_of::<T>(a, 4) + (pid * rn + ro), min(x, axis), true);
     let s = sum_all(x);
     store(ptr_of::<T>(a, 5) + pid, s, true);
+    let scans = [
+        cumsum(x, axis),
+        cumsum_exclusive(x, axis),
+        cumsum_reverse(x, axis),
+        cumsum_reverse_exclusive(x, axis),
+        cumprod(y, axis),
+        cumprod_exclusive(y, axis),
+        cumprod_reverse(y, axis),
+        cumprod_reverse_exclusive(y, axis),
+    ];
+    for (i, r) in scans.into_iter().enumerate() {
+        store(ptr_of::<T>(a, 6 + i) + offs, r, true);
+    }
 }
 
 #[test]
@@ -947,11 +958,19 @@ fn reductions_on_each_axis() {
                 for w in WARPS {
                     let params = ptrs(&[
                         ("x", e),
+                        ("y", e),
                         ("sum", e),
                         ("max", e),
                         ("min", e),
-                        ("cumsum", e),
                         ("sum_all", e),
+                        ("cumsum", e),
+                        ("cumsum_excl", e),
+                        ("cumsum_rev", e),
+                        ("cumsum_rev_excl", e),
+                        ("cumprod", e),
+                        ("cumprod_excl", e),
+                        ("cumprod_rev", e),
+                        ("cumprod_rev_excl", e),
                     ]);
                     let kernel = trace("reduce_axes", params, vec![], w, |a| {
                         if float {
@@ -967,14 +986,29 @@ fn reductions_on_each_axis() {
                     } else {
                         HArg::buf(&(0..g * n).map(|_| rng.i32_any()).collect::<Vec<_>>())
                     };
-                    let args = vec![
+                    // f32 products: ±1, and ±2 one time in eight (exact in any order, no overflow).
+                    let y = if float {
+                        let f = |r: &mut Rand| {
+                            let m = if r.int(0, 8) == 0 { 2.0 } else { 1.0 };
+                            if r.u32() & 1 == 1 {
+                                m
+                            } else {
+                                -m
+                            }
+                        };
+                        HArg::buf(&(0..g * n).map(|_| f(&mut rng)).collect::<Vec<f32>>())
+                    } else {
+                        HArg::buf(&(0..g * n).map(|_| rng.i32_any()).collect::<Vec<_>>())
+                    };
+                    let mut args = vec![
                         x,
+                        y,
                         HArg::poisoned(e, g * rn),
                         HArg::poisoned(e, g * rn),
                         HArg::poisoned(e, g * rn),
-                        HArg::poisoned(e, g * n),
                         HArg::poisoned(e, g),
                     ];
+                    args.extend((0..8).map(|_| HArg::poisoned(e, g * n)));
                     let what = format!("{e} reductions of {shape:?} along axis {axis}, num_warps {w}");
                     run_both(&gpu, what, &kernel, [g as u32, 1, 1], &args).assert_same();
                 }

@@ -1,5 +1,6 @@
 //! Property tests: random reductions (sum / max / min along a random axis, and over all
-//! elements) and scans (cumsum, cumprod on values near ±1) of f32 and i32 tiles of random
+//! elements) and scans (cumsum, cumprod on values near ±1; forward or reverse, inclusive or
+//! exclusive) of f32 and i32 tiles of random
 //! power-of-two shapes (rank 1 to 3), optionally on masked loads (masked lanes read the
 //! combining function's identity) and optionally followed by `x - r.expand_dims(axis)` (the
 //! softmax pattern: the reduced tile broadcast back).
@@ -10,6 +11,9 @@
 //!   the bound for any combining order).
 //! - `compiles_for_both_targets`: `compile` succeeds for sm_90a and sm_100a.
 //! - `ptx_assembles`: a few kernels' PTX assembles with ptxas for both targets.
+//! - `scan_variants_assemble`: forward / reverse, inclusive / exclusive scans in layouts whose
+//!   axis spans registers, lanes and warps match the reference in the interpreter and assemble
+//!   with ptxas for both targets.
 
 #[path = "prop_util.rs"]
 mod util;
@@ -45,6 +49,10 @@ struct Case {
     kind: Kind,
     /// `None`: over all elements (reductions only).
     axis: Option<usize>,
+    /// Scans only: from the last element to the first.
+    reverse: bool,
+    /// Scans only: each element's own value left out.
+    exclusive: bool,
     /// The load is masked by `local index < lim`, masked lanes reading the identity.
     masked: bool,
     /// Store `x - r.expand_dims(axis)` instead of `r` (reductions along an axis only).
@@ -83,24 +91,29 @@ fn case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         1u32..=2,
         prop_oneof![Just(4u32), Just(1), Just(2), Just(8)],
+        (any::<bool>(), any::<bool>()),
     )
-        .prop_map(|(float, shape, kind, axis, masked, normalize, grid, num_warps)| {
-            // Reductions: one of `rank` axes, or all (index `rank`); scans: one of the axes.
-            let n_axes = shape.len() + usize::from(!kind.is_scan());
-            let a = axis.index(n_axes);
-            let axis = (a < shape.len()).then_some(a);
-            let normalize = normalize && !kind.is_scan() && axis.is_some();
-            Case {
-                float,
-                shape,
-                kind,
-                axis,
-                masked,
-                normalize,
-                grid,
-                num_warps,
-            }
-        })
+        .prop_map(
+            |(float, shape, kind, axis, masked, normalize, grid, num_warps, (reverse, exclusive))| {
+                // Reductions: one of `rank` axes, or all (index `rank`); scans: one of the axes.
+                let n_axes = shape.len() + usize::from(!kind.is_scan());
+                let a = axis.index(n_axes);
+                let axis = (a < shape.len()).then_some(a);
+                let normalize = normalize && !kind.is_scan() && axis.is_some();
+                Case {
+                    float,
+                    shape,
+                    kind,
+                    axis,
+                    reverse: reverse && kind.is_scan(),
+                    exclusive: exclusive && kind.is_scan(),
+                    masked,
+                    normalize,
+                    grid,
+                    num_warps,
+                }
+            },
+        )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,8 +205,18 @@ fn body<T: El>(c: &Case, a: &[Value]) {
         (Kind::Sum, None) => sum_all(v),
         (Kind::Max, None) => max_all(v),
         (Kind::Min, None) => min_all(v),
-        (Kind::CumSum, Some(ax)) => cumsum(v, ax),
-        (Kind::CumProd, Some(ax)) => cumprod(v, ax),
+        (Kind::CumSum, Some(ax)) => match (c.reverse, c.exclusive) {
+            (false, false) => cumsum(v, ax),
+            (false, true) => cumsum_exclusive(v, ax),
+            (true, false) => cumsum_reverse(v, ax),
+            (true, true) => cumsum_reverse_exclusive(v, ax),
+        },
+        (Kind::CumProd, Some(ax)) => match (c.reverse, c.exclusive) {
+            (false, false) => cumprod(v, ax),
+            (false, true) => cumprod_exclusive(v, ax),
+            (true, false) => cumprod_reverse(v, ax),
+            (true, true) => cumprod_reverse_exclusive(v, ax),
+        },
         _ => unreachable!(),
     };
     let r = if c.normalize {
@@ -242,8 +265,8 @@ fn strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// The lanes combined for each output element, in axis order: for a reduction along `axis`
-/// the output index maps to a line of the input; over all, every element; for scans the line
-/// through the element, up to it.
+/// the output index maps to a line of the input; over all, every element; for scans the part of
+/// the line through the element that the scan combines (before or after it, with or without it).
 fn lines(c: &Case) -> Vec<Vec<usize>> {
     let n = numel(&c.shape);
     let st = strides(&c.shape);
@@ -260,8 +283,14 @@ fn lines(c: &Case) -> Vec<Vec<usize>> {
         (0..n)
             .map(|flat| {
                 let (start, pos) = line_of(flat);
-                let upto = if c.kind.is_scan() { pos + 1 } else { len };
-                (0..upto).map(|k| start + k * st[ax]).collect()
+                let range = match (c.kind.is_scan(), c.reverse, c.exclusive) {
+                    (false, _, _) => 0..len,
+                    (true, false, false) => 0..pos + 1,
+                    (true, false, true) => 0..pos,
+                    (true, true, false) => pos..len,
+                    (true, true, true) => pos + 1..len,
+                };
+                range.map(|k| start + k * st[ax]).collect()
             })
             .collect()
     } else {
@@ -446,6 +475,46 @@ proptest! {
         let ptx = compile_both(&kernel).map_err(|e| TestCaseError::fail(format!("{e}\n{c:?}")))?;
         for (t, text) in ptx {
             assemble(&kernel.name, t, &text).map_err(|e| TestCaseError::fail(format!("{e}\n{c:?}")))?;
+        }
+    }
+}
+
+/// Every scan direction, on shapes and warp counts that put the scanned axis in registers only,
+/// across lanes, and across warps.
+#[test]
+fn scan_variants_assemble() {
+    let mut n = 0;
+    for (shape, axis, num_warps) in [
+        (vec![4], 0, 1),
+        (vec![256], 0, 4),
+        (vec![1024], 0, 8),
+        (vec![64, 32], 0, 4),
+        (vec![64, 32], 1, 4),
+        (vec![8, 4, 64], 2, 2),
+        (vec![8, 4, 64], 0, 8),
+    ] {
+        for (kind, float) in [(Kind::CumSum, true), (Kind::CumProd, true), (Kind::CumSum, false)] {
+            for (reverse, exclusive) in [(false, true), (true, false), (true, true)] {
+                let c = Case {
+                    float,
+                    shape: shape.clone(),
+                    kind,
+                    axis: Some(axis),
+                    reverse,
+                    exclusive,
+                    masked: n % 2 == 0,
+                    normalize: false,
+                    grid: 2,
+                    num_warps,
+                };
+                n += 1;
+                check_interp(&c, n).unwrap_or_else(|e| panic!("{e}"));
+                let kernel = trace_case(&c);
+                let ptx = compile_both(&kernel).unwrap_or_else(|e| panic!("{e}\n{c:?}"));
+                for (t, text) in ptx {
+                    assemble(&kernel.name, t, &text).unwrap_or_else(|e| panic!("{e}\n{c:?}"));
+                }
+            }
         }
     }
 }

@@ -226,7 +226,7 @@ pub fn min_all<T: Num>(x: Tile<T>) -> Tile<T> {
     reduce_all(x, ReduceKind::Min, "min")
 }
 
-fn scan<T: Num>(x: Tile<T>, axis: usize, kind: ScanKind, name: &str) -> Tile<T> {
+fn scan<T: Num>(x: Tile<T>, axis: usize, kind: ScanKind, reverse: bool, exclusive: bool, name: &str) -> Tile<T> {
     let t = ty(x.value);
     if axis >= t.rank() {
         fail(
@@ -240,17 +240,43 @@ fn scan<T: Num>(x: Tile<T>, axis: usize, kind: ScanKind, name: &str) -> Tile<T> 
             value: x.value,
             axis,
             kind,
+            reverse,
+            exclusive,
         },
         t,
     ))
 }
-/// Inclusive running sum along `axis`.
+/// Inclusive running sum along `axis`: `y[j] = Σ_{l ≤ j} x[l]`.
 pub fn cumsum<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
-    scan(x, axis, ScanKind::Sum, "cumsum")
+    scan(x, axis, ScanKind::Sum, false, false, "cumsum")
 }
-/// Inclusive running product along `axis`.
+/// Inclusive running product along `axis`: `y[j] = Π_{l ≤ j} x[l]`.
 pub fn cumprod<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
-    scan(x, axis, ScanKind::Prod, "cumprod")
+    scan(x, axis, ScanKind::Prod, false, false, "cumprod")
+}
+/// Exclusive running sum along `axis`: `y[j] = Σ_{l < j} x[l]` (`y[0] = 0`).
+pub fn cumsum_exclusive<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
+    scan(x, axis, ScanKind::Sum, false, true, "cumsum_exclusive")
+}
+/// Exclusive running product along `axis`: `y[j] = Π_{l < j} x[l]` (`y[0] = 1`).
+pub fn cumprod_exclusive<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
+    scan(x, axis, ScanKind::Prod, false, true, "cumprod_exclusive")
+}
+/// Inclusive running sum from the end of `axis`: `y[j] = Σ_{l ≥ j} x[l]`.
+pub fn cumsum_reverse<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
+    scan(x, axis, ScanKind::Sum, true, false, "cumsum_reverse")
+}
+/// Inclusive running product from the end of `axis`: `y[j] = Π_{l ≥ j} x[l]`.
+pub fn cumprod_reverse<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
+    scan(x, axis, ScanKind::Prod, true, false, "cumprod_reverse")
+}
+/// Exclusive running sum from the end of `axis`: `y[j] = Σ_{l > j} x[l]` (`y[n-1] = 0`).
+pub fn cumsum_reverse_exclusive<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
+    scan(x, axis, ScanKind::Sum, true, true, "cumsum_reverse_exclusive")
+}
+/// Exclusive running product from the end of `axis`: `y[j] = Π_{l > j} x[l]` (`y[n-1] = 1`).
+pub fn cumprod_reverse_exclusive<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
+    scan(x, axis, ScanKind::Prod, true, true, "cumprod_reverse_exclusive")
 }
 
 /// `a @ b` for `[M, K]` and `[K, N]` tiles, accumulated in f32.

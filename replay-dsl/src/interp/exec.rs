@@ -494,22 +494,35 @@ impl<'a> Exec<'a> {
                 };
                 self.set(r, out)
             }
-            Op::Scan { value, axis, kind } => {
+            Op::Scan {
+                value,
+                axis,
+                kind,
+                reverse,
+                exclusive,
+            } => {
                 let r = Self::result(inst)?;
                 let e = self.val_elem(*value)?;
                 let d = self.get(*value)?;
                 let (outer, n, inner) = split_axis(&k.ty(*value).shape, *axis)?;
+                let dir = ScanDir {
+                    outer,
+                    n,
+                    inner,
+                    reverse: *reverse,
+                    exclusive: *exclusive,
+                };
                 let out = match &*d {
                     Data::F(x) => {
                         let rd = rounder(e);
                         Data::F(match kind {
-                            ScanKind::Sum => scan(x, outer, n, inner, |a, b| rd(a + b)),
-                            ScanKind::Prod => scan(x, outer, n, inner, |a, b| rd(a * b)),
+                            ScanKind::Sum => dir.scan(x, 0.0, |a, b| rd(a + b)),
+                            ScanKind::Prod => dir.scan(x, 1.0, |a, b| rd(a * b)),
                         })
                     }
                     Data::I(x) => Data::I(match kind {
-                        ScanKind::Sum => scan(x, outer, n, inner, |a, b| wrap(e, a.wrapping_add(b))),
-                        ScanKind::Prod => scan(x, outer, n, inner, |a, b| wrap(e, a.wrapping_mul(b))),
+                        ScanKind::Sum => dir.scan(x, 0, |a, b| wrap(e, a.wrapping_add(b))),
+                        ScanKind::Prod => dir.scan(x, 1, |a, b| wrap(e, a.wrapping_mul(b))),
                     }),
                     other => return unsupported(format!("scan of a {} tile", other.kind())),
                 };
@@ -877,18 +890,37 @@ fn reduce<T: Copy>(x: &[T], outer: usize, n: usize, inner: usize, f: impl Fn(T, 
 }
 
 /// Inclusive sequential scan along the middle axis of `[outer, n, inner]`.
-fn scan<T: Copy>(x: &[T], outer: usize, n: usize, inner: usize, f: impl Fn(T, T) -> T) -> Vec<T> {
-    let mut out = x.to_vec();
-    for o in 0..outer {
-        let base = o * n * inner;
-        for j in 1..n {
+/// The shape of a scan: `outer × n × inner` elements scanned along `n`, and its direction.
+struct ScanDir {
+    outer: usize,
+    n: usize,
+    inner: usize,
+    reverse: bool,
+    exclusive: bool,
+}
+
+impl ScanDir {
+    /// Combines with `f` in scan order, left to right; `ident` is the empty combination.
+    fn scan<T: Copy>(&self, x: &[T], ident: T, f: impl Fn(T, T) -> T) -> Vec<T> {
+        let (n, inner) = (self.n, self.inner);
+        let mut out = x.to_vec();
+        for o in 0..self.outer {
             for i in 0..inner {
-                let (prev, cur) = (base + (j - 1) * inner + i, base + j * inner + i);
-                out[cur] = f(out[prev], x[cur]);
+                let mut run: Option<T> = None;
+                for s in 0..n {
+                    let j = if self.reverse { n - 1 - s } else { s };
+                    let at = (o * n + j) * inner + i;
+                    let next = match run {
+                        None => x[at],
+                        Some(a) => f(a, x[at]),
+                    };
+                    out[at] = if self.exclusive { run.unwrap_or(ident) } else { next };
+                    run = Some(next);
+                }
             }
         }
+        out
     }
-    out
 }
 
 fn cmp<T: PartialOrd>(op: CmpOp, a: &[T], b: &[T]) -> Vec<bool> {

@@ -295,7 +295,13 @@ impl<'k> Emitter<'k> {
             }
             Op::Load { ptr, mask, other } => self.load(r, l, *ptr, *mask, *other),
             Op::Reduce { value, axis, kind } => self.reduce(r, *value, *axis, *kind),
-            Op::Scan { value, axis, kind } => self.scan(r, *value, *axis, *kind),
+            Op::Scan {
+                value,
+                axis,
+                kind,
+                reverse,
+                exclusive,
+            } => self.scan(r, *value, *axis, *kind, *reverse, *exclusive),
             Op::Dot { a, b, acc } => self.dot(r, l, *a, *b, *acc),
             Op::Atomic {
                 kind,

@@ -1,6 +1,8 @@
-//! Inclusive scans along one axis, in a layout whose axis bits are registers (low), then
-//! consecutive lanes, then consecutive warps (high): sequential in the thread, Hillis–Steele
-//! with `shfl.sync.up` across lanes, and through shared memory across warps.
+//! Scans along one axis, in a layout whose axis bits are registers (low), then consecutive
+//! lanes, then consecutive warps (high): sequential in the thread, Hillis–Steele with
+//! `shfl.sync.up` across lanes, and through shared memory across warps. A reverse scan runs the
+//! same steps mirrored (registers in descending order, `shfl.sync.down`, later warps); an
+//! exclusive scan leaves each element's own value out of the in-thread part.
 
 use super::elementwise::{elem, int_type};
 use super::reduce::acc_elem;
@@ -12,13 +14,16 @@ use crate::ir::{ScanKind, Value};
 use crate::types::{DType, Elem};
 
 impl Emitter<'_> {
-    /// The scan of `value` along `axis`, in the result's natural layout.
+    /// The scan of `value` along `axis`, in the result's natural layout (see `Op::Scan` for
+    /// `reverse` and `exclusive`).
     pub(super) fn scan(
         &mut self,
         r: Value,
         value: Value,
         axis: usize,
         kind: ScanKind,
+        reverse: bool,
+        exclusive: bool,
     ) -> Result<Vec<Reg>, CompileError> {
         let l = self.asg.natural(r).expect("scan has a layout");
         let e = elem(self.ty(value).dtype);
@@ -46,16 +51,24 @@ impl Emitter<'_> {
         for (i, g) in map.iter().enumerate() {
             members[*g].push(i);
         }
-        let mut incl = input.clone();
+        // `part[i]`: the in-thread part of element i's result (`None`: the identity).
+        let mut part: Vec<Option<Reg>> = vec![None; input.len()];
         let mut totals = Vec::with_capacity(ngroups);
         for m in members.iter_mut() {
             m.sort_by_key(|&i| layout.reg_coord(i, axis));
-            let mut run = input[m[0]];
-            for &i in &m[1..] {
-                run = self.combine(&inst, run, input[i]);
-                incl[i] = run;
+            if reverse {
+                m.reverse();
             }
-            totals.push(run);
+            let mut run: Option<Reg> = None;
+            for &i in m.iter() {
+                let next = match run {
+                    None => input[i],
+                    Some(acc) => self.combine(&inst, acc, input[i]),
+                };
+                part[i] = if exclusive { run } else { Some(next) };
+                run = Some(next);
+            }
+            totals.push(run.expect("a register group is not empty"));
         }
         // 2. Across lanes.
         let lpos: Vec<u32> = (0..LANE_BITS)
@@ -68,19 +81,28 @@ impl Emitter<'_> {
             let pairs: Vec<(u32, u32)> = (0..lpos.len() as u32).map(|j| (i0 + j, j)).collect();
             (i0, self.gather(&pairs).expect("lane bits"))
         });
+        // The last lane index along the axis.
+        let nl = (1u32 << lpos.len()) - 1;
+        // Forward: lanes take from lower lanes (`shfl.up`, lane bound 0); reverse: from higher
+        // lanes (`shfl.down`, clamped at lane 31).
+        let (mode, clamp) = if reverse { ("down", 0x1f) } else { ("up", 0) };
         if let Some((i0, lidx)) = lidx {
             for g in 0..ngroups {
                 let t = self.reg(class);
                 emit!(self, "mov.{sel} {t}, {}", totals[g]);
                 for j in 0..lpos.len() as u32 {
-                    let up = self.shuffle("up", t, 1 << (i0 + j), 0);
+                    let from = self.shuffle(mode, t, 1 << (i0 + j), clamp);
                     let p = self.reg(Class::Pred);
-                    emit!(self, "setp.ge.u32 {p}, {lidx}, {}", 1 << j);
-                    emit!(self, "@{p} {inst} {t}, {up}, {t}");
+                    if reverse {
+                        emit!(self, "setp.le.u32 {p}, {lidx}, {}", nl - (1 << j));
+                    } else {
+                        emit!(self, "setp.ge.u32 {p}, {lidx}, {}", 1 << j);
+                    }
+                    emit!(self, "@{p} {inst} {t}, {from}, {t}");
                 }
-                let ex = self.shuffle("up", t, 1 << i0, 0);
+                let ex = self.shuffle(mode, t, 1 << i0, clamp);
                 let (p, exs) = (self.reg(Class::Pred), self.reg(class));
-                emit!(self, "setp.eq.u32 {p}, {lidx}, 0");
+                emit!(self, "setp.eq.u32 {p}, {lidx}, {}", if reverse { nl } else { 0 });
                 emit!(self, "selp.{sel} {exs}, {ident}, {ex}, {p}");
                 prefix[g] = Some(exs);
                 seg_totals[g] = t;
@@ -113,7 +135,8 @@ impl Emitter<'_> {
             let guard = match lidx {
                 Some((_, lidx)) => {
                     let p = self.reg(Class::Pred);
-                    emit!(self, "setp.eq.u32 {p}, {lidx}, {}", (1 << lpos.len()) - 1);
+                    // The lane holding the warp's segment total.
+                    emit!(self, "setp.eq.u32 {p}, {lidx}, {}", if reverse { 0 } else { nl });
                     format!("@{p} ")
                 }
                 None => String::new(),
@@ -126,10 +149,16 @@ impl Emitter<'_> {
             for (g, pre) in prefix.iter_mut().enumerate() {
                 let wp = self.reg(class);
                 emit!(self, "mov.{sel} {wp}, {ident}");
-                for j in 0..nwd - 1 {
+                // Forward: the totals of warps j < widx; reverse: of warps j > widx.
+                let warps: Vec<usize> = if reverse {
+                    (1..nwd).collect()
+                } else {
+                    (0..nwd - 1).collect()
+                };
+                for j in warps {
                     let (x, p) = (self.reg(class), self.reg(Class::Pred));
                     emit!(self, "ld.shared.{t} {x}, [{base}+{}]", (lo.reg_flat(g) * nwd + j) * s);
-                    emit!(self, "setp.gt.u32 {p}, {widx}, {j}");
+                    emit!(self, "setp.{}.u32 {p}, {widx}, {j}", if reverse { "lt" } else { "gt" });
                     emit!(self, "@{p} {inst} {wp}, {wp}, {x}");
                 }
                 *pre = Some(match *pre {
@@ -139,10 +168,16 @@ impl Emitter<'_> {
             }
         }
         // 4. Apply the prefixes.
-        let out: Vec<Reg> = (0..incl.len())
-            .map(|i| match prefix[map[i]] {
-                Some(p) => self.combine(&inst, p, incl[i]),
-                None => incl[i],
+        let out: Vec<Reg> = (0..part.len())
+            .map(|i| match (prefix[map[i]], part[i]) {
+                (Some(p), Some(x)) => self.combine(&inst, p, x),
+                (Some(p), None) => p,
+                (None, Some(x)) => x,
+                (None, None) => {
+                    let x = self.reg(class);
+                    emit!(self, "mov.{sel} {x}, {ident}");
+                    x
+                }
             })
             .collect();
         Ok(out
