@@ -61,7 +61,7 @@ fn histogram_and_float_sum() {
         store(old + offs, before, mask);
     })
     .unwrap();
-    let mut rng = Rng::new("hist");
+    let mut rng = Rng::for_test("hist");
     let n = rng.int(500, 1000) as usize;
     let x: Vec<i32> = (0..n).map(|_| rng.int(0, 16) as i32).collect();
     let w: Vec<f32> = rng.vec(n, 0.5, 2.0);
@@ -127,7 +127,7 @@ fn atomic_max_and_cas() {
         atomic_add(best + (zeros::<i32>([block]) + 1), 1, even);
     })
     .unwrap();
-    let mut rng = Rng::new("maxcas");
+    let mut rng = Rng::for_test("maxcas");
     let g = 9;
     let x: Vec<i32> = (0..g * block).map(|_| rng.int(-1_000_000, 1_000_000) as i32).collect();
     let mut mem = Memory::new();

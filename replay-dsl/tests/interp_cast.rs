@@ -99,7 +99,7 @@ fn same(a: f64, b: f64) -> bool {
 
 #[test]
 fn float_to_narrow_float_rounds_to_nearest_even_and_saturates() {
-    let mut rng = Rng::new("narrow");
+    let mut rng = Rng::for_test("narrow");
     let mut x = special_f32();
     x.extend(random_f32(&mut rng, 4000));
     let h: Vec<f16> = cast_all(&x);
@@ -160,7 +160,7 @@ fn float_to_narrow_float_rounds_to_nearest_even_and_saturates() {
 
 #[test]
 fn float_to_int_truncates_saturates_and_maps_nan_to_zero() {
-    let mut rng = Rng::new("f2i");
+    let mut rng = Rng::for_test("f2i");
     let mut x = special_f32();
     x.extend([-0.9, 0.9, -1.5, 2.99, 3e9, -3e9, 5e9, 2147483520.0, -2147483648.0]);
     x.extend(random_f32(&mut rng, 1000));
@@ -178,7 +178,7 @@ fn float_to_int_truncates_saturates_and_maps_nan_to_zero() {
 
 #[test]
 fn int_conversions() {
-    let mut rng = Rng::new("ints");
+    let mut rng = Rng::for_test("ints");
     let mut x: Vec<i32> = vec![
         0,
         1,
@@ -294,7 +294,7 @@ fn stochastic_cast_in_a_kernel() {
             );
         }
     }
-    let mut rng = Rng::new("cast_rs");
+    let mut rng = Rng::for_test("cast_rs");
     check::<f16>(&mut rng);
     check::<bf16>(&mut rng);
     check::<F8E4M3>(&mut rng);
@@ -327,7 +327,7 @@ fn integer_division_and_remainder_with_negative_operands() {
         })
         .unwrap()
     }
-    let mut rng = Rng::new("divrem");
+    let mut rng = Rng::for_test("divrem");
     let n = 1024;
     // i32, including i32::MIN / -1 (wraps to i32::MIN, remainder 0).
     let mut a: Vec<i32> = vec![7, -7, 7, -7, i32::MIN, i32::MIN, 0, -1];

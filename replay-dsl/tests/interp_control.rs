@@ -37,7 +37,7 @@ fn runtime_if_per_program() {
         store(out + offs, v + flag.cast::<f32>() * 1000.0f32, true);
     })
     .unwrap();
-    let mut rng = Rng::new("branchy");
+    let mut rng = Rng::for_test("branchy");
     let g = 10;
     let x: Vec<f32> = rng.vec(g * block, -3.0, 3.0);
     let bias = rng.range(1.0, 2.0) as f32;
@@ -92,7 +92,7 @@ fn loops_with_zero_trips_steps_nesting_and_tuples() {
         store(out + 3 + arange(8), t, true);
     })
     .unwrap();
-    let mut rng = Rng::new("loops");
+    let mut rng = Rng::for_test("loops");
     for (lo, hi, step) in [
         (0, 0, 1),
         (5, 2, 1),

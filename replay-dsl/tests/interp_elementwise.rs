@@ -87,7 +87,7 @@ fn check_axpy<T: Float + HostElem>(rng: &mut Rng, lo: f64, hi: f64) {
 
 #[test]
 fn masked_axpy_with_tails_in_every_float_type() {
-    let mut rng = Rng::new("axpy");
+    let mut rng = Rng::for_test("axpy");
     check_axpy::<f32>(&mut rng, -10.0, 10.0);
     check_axpy::<f16>(&mut rng, -10.0, 10.0);
     check_axpy::<bf16>(&mut rng, -10.0, 10.0);
@@ -96,7 +96,7 @@ fn masked_axpy_with_tails_in_every_float_type() {
 
 #[test]
 fn pointer_arguments_with_offsets() {
-    let mut rng = Rng::new("offsets");
+    let mut rng = Rng::for_test("offsets");
     let k = axpy_kernel::<f32>(64);
     let x: Vec<f32> = rng.vec(300, 1.0, 2.0);
     let mut mem = Memory::new();
@@ -184,7 +184,7 @@ fn math_functions() {
             );
         }
     }
-    let mut rng = Rng::new("math");
+    let mut rng = Rng::for_test("math");
     check::<f32>(&mut rng, 2e-6);
     check::<f16>(&mut rng, 1e-3);
 }

@@ -110,7 +110,7 @@ fn check_matmul<T: Float + HostElem>(
 
 #[test]
 fn tiled_matmul_with_runtime_k_loop_and_tails() {
-    let mut rng = Rng::new("matmul");
+    let mut rng = Rng::for_test("matmul");
     let (m, n, k) = (
         rng.int(65, 127) as usize,
         rng.int(40, 95) as usize,
@@ -126,6 +126,6 @@ fn tiled_matmul_with_runtime_k_loop_and_tails() {
 
 #[test]
 fn large_tiles_run_fast_enough() {
-    let mut rng = Rng::new("matmul_large");
+    let mut rng = Rng::for_test("matmul_large");
     check_matmul::<f16>(&mut rng, (64, 128, 32), (256, 512, 128));
 }

@@ -76,7 +76,7 @@ fn check_softmax<T: Float + HostElem>(rng: &mut Rng, rtol: f64, atol: f64) {
 
 #[test]
 fn row_softmax() {
-    let mut rng = Rng::new("softmax");
+    let mut rng = Rng::for_test("softmax");
     check_softmax::<f32>(&mut rng, 1e-5, 0.0);
     check_softmax::<f16>(&mut rng, 1e-3, 2f64.powi(-24));
     check_softmax::<bf16>(&mut rng, 8e-3, 0.0);
@@ -110,7 +110,7 @@ fn reductions_on_both_axes() {
         store(outi + (c + r), min_all(vi), true);
     })
     .unwrap();
-    let mut rng = Rng::new("reductions");
+    let mut rng = Rng::for_test("reductions");
     let x: Vec<f32> = rng.vec(r * c, -5.0, 5.0);
     let xi: Vec<i32> = (0..r * c).map(|_| rng.int(-1_000_000, 1_000_000) as i32).collect();
     let mut mem = Memory::new();
@@ -258,7 +258,7 @@ fn check_scans<T: Float + HostElem>(rng: &mut Rng, rtol: f64) {
 
 #[test]
 fn cumsum_and_cumprod_on_2d_tiles() {
-    let mut rng = Rng::new("scans");
+    let mut rng = Rng::for_test("scans");
     check_scans::<f32>(&mut rng, 1e-5);
     check_scans::<f16>(&mut rng, 1e-3);
     check_scans::<bf16>(&mut rng, 8e-3);
@@ -281,7 +281,7 @@ fn integer_cumsum_wraps() {
         },
     )
     .unwrap();
-    let mut rng = Rng::new("iscan");
+    let mut rng = Rng::for_test("iscan");
     let x: Vec<i32> = (0..32).map(|_| rng.int(-2_000_000_000, 2_000_000_000) as i32).collect();
     let mut mem = Memory::new();
     let bx = mem.alloc(&x);

@@ -68,7 +68,7 @@ fn sample(rng: &mut Rng, to: Elem) -> f32 {
 
 #[test]
 fn result_is_one_of_the_two_neighbours() {
-    let mut rng = Rng::new("neighbours");
+    let mut rng = Rng::for_test("neighbours");
     for to in [Elem::F16, Elem::BF16, Elem::F8E4M3] {
         for _ in 0..20_000 {
             let x = sample(&mut rng, to);
@@ -92,7 +92,7 @@ fn result_is_one_of_the_two_neighbours() {
 
 #[test]
 fn exact_values_are_unchanged_for_every_bits() {
-    let mut rng = Rng::new("exact");
+    let mut rng = Rng::for_test("exact");
     for to in [Elem::F16, Elem::BF16, Elem::F8E4M3] {
         for _ in 0..2000 {
             // A representable value: round a sample to nearest first.
@@ -122,7 +122,7 @@ fn exact_values_are_unchanged_for_every_bits() {
 
 #[test]
 fn probability_is_exactly_p_for_crafted_bits() {
-    let mut rng = Rng::new("crafted");
+    let mut rng = Rng::for_test("crafted");
     for to in [Elem::F16, Elem::BF16, Elem::F8E4M3] {
         let mut tested = 0;
         while tested < 3000 {
@@ -154,7 +154,7 @@ fn probability_is_exactly_p_for_crafted_bits() {
 
 #[test]
 fn mean_is_unbiased() {
-    let mut rng = Rng::new("mean");
+    let mut rng = Rng::for_test("mean");
     for to in [Elem::F16, Elem::BF16, Elem::F8E4M3] {
         for _ in 0..20 {
             let x = loop {

@@ -1,12 +1,17 @@
 //! Helpers shared by the property tests (included with `#[path]`; no tests of its own).
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use proptest::test_runner::Config;
-use replay_dsl::ir::{Kernel, Param};
-use replay_dsl::{compile, DType, Elem, Target};
+use replay_dsl::ir::Kernel;
+use replay_dsl::{compile, Elem, Target};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
+
+#[path = "shared/mod.rs"]
+mod shared;
+
+pub use shared::{ptr, val, SplitMix64 as Rand};
 
 /// A proptest configuration with `cases` cases and bounded shrinking (so that a failing
 /// property reports in seconds, not minutes, on a small machine). `PROPTEST_CASES` overrides
@@ -24,62 +29,6 @@ pub fn config(cases: u32) -> Config {
         // directory; the failing seed is printed instead.
         failure_persistence: None,
         ..Config::default()
-    }
-}
-
-/// A small SplitMix64 generator, seeded by proptest (so every case draws fresh data and a
-/// failing case replays with the same data).
-pub struct Rand(u64);
-
-impl Rand {
-    pub fn new(seed: u64) -> Rand {
-        Rand(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    pub fn u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform f32 in [lo, hi).
-    pub fn f32(&mut self, lo: f64, hi: f64) -> f32 {
-        (lo + (hi - lo) * self.unit()) as f32
-    }
-    /// Uniform integer in lo..hi.
-    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next_u64() % (hi - lo) as u64) as i64
-    }
-    /// An "interesting" i32: small, large, or a boundary value.
-    pub fn i32_any(&mut self) -> i32 {
-        match self.int(0, 8) {
-            0 => [0, 1, -1, i32::MIN, i32::MAX, 31, 32, 33][self.int(0, 8) as usize],
-            1..=4 => self.int(-100, 100) as i32,
-            _ => self.u32() as i32,
-        }
-    }
-}
-
-pub fn ptr(name: &str, e: Elem) -> Param {
-    Param {
-        name: name.into(),
-        dtype: DType::Ptr(e),
-        divisibility: 16,
-    }
-}
-
-pub fn val(name: &str, e: Elem) -> Param {
-    Param {
-        name: name.into(),
-        dtype: DType::Val(e),
-        divisibility: 1,
     }
 }
 
