@@ -25,7 +25,7 @@ pub mod prelude {
     pub use crate::front::tile::{constant, full, zeros, Element, Float, Int, Num, Operand, Ptr, Scalar, Tile};
     pub use float8::F8E4M3;
     pub use half::{bf16, f16};
-    pub use replay_macros::kernel;
+    pub use replay_macros::{kernel, kernel_fn};
 }
 pub mod spec;
 pub use spec::{ConfigValues, KernelDef, KernelEntry, ParamSpec, Specialization};

@@ -18,10 +18,24 @@ use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
 use syn::{BinOp, Block, Expr, ExprForLoop, ExprIf, Ident, Pat, Stmt};
 
+/// What a body belongs to.
+#[derive(Clone, Copy)]
+pub enum Context<'a> {
+    /// A `#[kernel]`: its parameters explain misuses of runtime values; `return` is an error.
+    Kernel(&'a KernelSig),
+    /// A `#[kernel_fn]` helper: it returns its tail expression (`return` is an error, since a
+    /// runtime `for`/`if` body becomes a closure).
+    Helper,
+}
+
 /// Rewrites `block` in place; returns the errors found.
-pub fn rewrite(sig: &KernelSig, block: &mut Block) -> Vec<syn::Error> {
+pub fn rewrite(ctx: Context<'_>, block: &mut Block) -> Vec<syn::Error> {
     let mut lets = LetNames::default();
     lets.visit_block(block);
+    let sig = match ctx {
+        Context::Kernel(sig) => Some(sig),
+        Context::Helper => None,
+    };
     let mut rw = Rewriter {
         sig,
         let_names: lets.0,
@@ -43,7 +57,8 @@ enum Frame {
 }
 
 struct Rewriter<'a> {
-    sig: &'a KernelSig,
+    /// The kernel's signature; `None` in a `#[kernel_fn]`.
+    sig: Option<&'a KernelSig>,
     /// Every name a `let` (or closure / `for` pattern) binds somewhere in the body.
     let_names: HashSet<String>,
     errors: Vec<syn::Error>,
@@ -617,7 +632,7 @@ impl Rewriter<'_> {
         if self.let_names.contains(&name) {
             return;
         }
-        if let Some((_, rp)) = self.sig.runtime_param(&name) {
+        if let Some((_, rp)) = self.sig.and_then(|s| s.runtime_param(&name)) {
             let ty = if rp.ptr { "a pointer" } else { "a runtime scalar" };
             self.error(
                 id,
@@ -728,7 +743,10 @@ impl VisitMut for Rewriter<'_> {
                         if let Expr::Path(p) = strip(bound) {
                             if let Some(id) = p.path.get_ident() {
                                 let name = id.to_string();
-                                let runtime = self.sig.runtime_param(&name).is_some_and(|(_, rp)| !rp.ptr);
+                                let runtime = self
+                                    .sig
+                                    .and_then(|s| s.runtime_param(&name))
+                                    .is_some_and(|(_, rp)| !rp.ptr);
                                 if runtime && !self.let_names.contains(&name) {
                                     self.error(
                                         id,
@@ -761,7 +779,11 @@ impl VisitMut for Rewriter<'_> {
             }
             Expr::Return(r) => {
                 if self.user_closures == 0 {
-                    self.error(&*r, "kernels return nothing; write results with `store`");
+                    let msg = match self.sig {
+                        Some(_) => "kernels return nothing; write results with `store`",
+                        None => "`return` is not supported in a `#[kernel_fn]`; end the body with the returned value",
+                    };
+                    self.error(&*r, msg);
                 }
                 if let Some(x) = &mut r.expr {
                     self.visit_expr_mut(x);

@@ -1,6 +1,6 @@
 //! Code generation: the kernel's module, `Config`, `Kernel: KernelDef`, `trace`, `compile`.
 
-use crate::sig::{extent_names, CTy, KernelSig};
+use crate::sig::{extent_names, CTy, KernelOptions, KernelSig};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{Block, Ident, LitStr};
@@ -11,7 +11,8 @@ fn mixed(name: &str) -> Ident {
 
 /// Generates the module. `body` is `None` when the body had errors (already reported): the
 /// module is still generated, with an empty body, so that uses of it do not add errors.
-pub fn generate(k: &KernelSig, source: &str, body: Option<&Block>) -> TokenStream {
+pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Option<&Block>) -> TokenStream {
+    let default_warps = options.num_warps;
     let vis = &k.vis;
     let name = &k.name;
     let name_str = LitStr::new(&name.to_string(), name.span());
@@ -28,6 +29,10 @@ pub fn generate(k: &KernelSig, source: &str, body: Option<&Block>) -> TokenStrea
     let c_strs: Vec<LitStr> = c_names.iter().map(|n| LitStr::new(&n.to_string(), n.span())).collect();
     let c_tys: Vec<TokenStream> = k.constexprs.iter().map(|c| c.ty.rust_ty(c.ty_span)).collect();
     let config_doc = LitStr::new(&format!(" Constexpr configuration of `{name}`."), Span::call_site());
+    let warps_doc = LitStr::new(
+        &format!(" Warps per program (a power of two ≤ 32; {default_warps} by default)."),
+        Span::call_site(),
+    );
     let kernel_doc = LitStr::new(&format!(" `{name}` as a kernel definition."), Span::call_site());
     let trace_doc = LitStr::new(
         &format!(" Traces `{name}` for `config` without argument specialization."),
@@ -46,7 +51,7 @@ pub fn generate(k: &KernelSig, source: &str, body: Option<&Block>) -> TokenStrea
         quote! {
             impl ::core::default::Default for Config {
                 fn default() -> Self {
-                    Config { #(#c_names: #defaults,)* num_warps: 4 }
+                    Config { #(#c_names: #defaults,)* num_warps: #default_warps }
                 }
             }
         }
@@ -223,7 +228,7 @@ pub fn generate(k: &KernelSig, source: &str, body: Option<&Block>) -> TokenStrea
             #[derive(Clone, Debug, PartialEq, Eq, Hash)]
             pub struct Config {
                 #(pub #c_names: #c_tys,)*
-                /// Warps per program (a power of two ≤ 32).
+                #[doc = #warps_doc]
                 pub num_warps: u32,
             }
 
@@ -305,7 +310,7 @@ pub fn generate(k: &KernelSig, source: &str, body: Option<&Block>) -> TokenStrea
                             Ok(x) => x,
                             Err(_) => return Err(#err(::std::format!("value {} of `num_warps` is out of range for u32", v))),
                         },
-                        None => 4,
+                        None => #default_warps,
                     };
                     Ok(Config { #(#c_names: #slots,)* num_warps })
                 }

@@ -1,4 +1,5 @@
-//! `#[kernel]`: the attribute that turns a Rust function into a replay tile kernel.
+//! `#[kernel]`: the attribute that turns a Rust function into a replay tile kernel; and
+//! `#[kernel_fn]`, which gives a helper function called from kernels the same body syntax.
 //!
 //! The macro parses the function with `syn`, checks its signature and body, rewrites the body so
 //! that running it *traces* tile IR (comparisons and `&&`/`||` become `Compare`/`Logic` calls,
@@ -32,6 +33,9 @@ mod sig;
 
 /// Defines a tile kernel; see the crate documentation.
 ///
+/// Options: `#[kernel(num_warps = 8)]` sets the default `num_warps` of the kernel's `Config`
+/// (a power of two ≤ 32; 4 when absent).
+///
 /// Parameters are `Ptr<T>` (T: `f32`, `f16`, `bf16`, `F8E4M3`, `i32`, `i64`, `u32`, `bool`),
 /// runtime scalars (`i32`, `i64`, `u32`, `f32`, `bool`), and `#[constexpr]` values (`usize`,
 /// `u32`, `i32`, `i64`, `bool`; optionally `#[constexpr(default = 128)]`). A pointer parameter
@@ -45,9 +49,10 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 fn expand(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
     let source = token_text(item.clone());
     let mut errors = Vec::new();
-    if let Err(e) = sig::parse_options(attr) {
+    let options = sig::parse_options(attr).unwrap_or_else(|e| {
         errors.push(e);
-    }
+        sig::KernelOptions::default()
+    });
     let func: syn::ItemFn = match syn::parse2(item) {
         Ok(f) => f,
         Err(e) => {
@@ -67,16 +72,72 @@ fn expand(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> pro
         }
     };
     let mut block = (*func.block).clone();
-    let body_errors = body::rewrite(&kernel, &mut block);
+    let body_errors = body::rewrite(body::Context::Kernel(&kernel), &mut block);
     let body_ok = body_errors.is_empty();
     errors.extend(body_errors);
-    let module = gen::generate(&kernel, &source, body_ok.then_some(&block));
+    let module = gen::generate(&kernel, &options, &source, body_ok.then_some(&block));
     let errs = if errors.is_empty() {
         quote::quote!()
     } else {
         to_errors(errors)
     };
     quote::quote!(#errs #module)
+}
+
+/// Rewrites a helper function's body with the kernel syntax of `#[kernel]`.
+///
+/// ```ignore
+/// #[kernel_fn]
+/// fn decay<T: Float>(h: Tile<T>, a: Tile<T>, steps: Tile<i32>) -> Tile<f32> {
+///     let mut s = h.cast::<f32>();
+///     let keep = a > h && h > -a;            // elementwise comparisons and `&&`
+///     for _ in range(0, steps) {             // a runtime loop carrying `s`
+///         s = select(keep, s * 0.5, s);
+///     }
+///     if steps > 8 { s = s * 0.0; }          // a runtime branch on a scalar tile
+///     s
+/// }
+/// ```
+///
+/// The body gets the same rewriting as a `#[kernel]` body (comparisons, `&&`/`||`, runtime
+/// `for`/`if`), so kernels can share code; the function is otherwise kept as written: generic
+/// parameters, any argument and return types, visibility and attributes. It must be called while
+/// a kernel is being traced. `return` is not supported (end the body with the returned value);
+/// `#[kernel_fn]` takes no options.
+#[proc_macro_attribute]
+pub fn kernel_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand_fn(attr.into(), item.into()).into()
+}
+
+fn expand_fn(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    let mut errors = Vec::new();
+    if let Some(t) = attr.into_iter().next() {
+        errors.push(syn::Error::new_spanned(t, "`#[kernel_fn]` takes no options"));
+    }
+    let mut func: syn::ItemFn = match syn::parse2(item) {
+        Ok(f) => f,
+        Err(e) => {
+            if e.to_string() != "comparison operators cannot be chained" {
+                errors.push(e);
+            }
+            return to_errors(errors);
+        }
+    };
+    if let Some(c) = &func.sig.constness {
+        errors.push(syn::Error::new_spanned(c, "a `#[kernel_fn]` cannot be `const`"));
+    }
+    if let Some(a) = &func.sig.asyncness {
+        errors.push(syn::Error::new_spanned(a, "a `#[kernel_fn]` cannot be `async`"));
+    }
+    let body_errors = body::rewrite(body::Context::Helper, &mut func.block);
+    if !body_errors.is_empty() {
+        // Already reported: keep the signature, so that callers do not add errors.
+        errors.extend(body_errors);
+        *func.block = syn::parse_quote!({ ::core::unreachable!("the body of this `#[kernel_fn]` has errors") });
+        func.attrs.push(syn::parse_quote!(#[allow(unused_variables)]));
+    }
+    let errs = to_errors(errors);
+    quote::quote!(#errs #func)
 }
 
 /// The kernel's token text, printed the same way by every compiler version (it is hashed into
@@ -301,6 +362,136 @@ mod tests {
             ),
         );
         assert!(text.contains("unknown `#[kernel]` option `tune`"), "{text}");
+    }
+
+    #[test]
+    fn num_warps_option_sets_the_default() {
+        let item = quote!(
+            fn k(#[constexpr(default = 8)] B: usize) {
+                let _ = B;
+            }
+        );
+        let text = expand_str(quote!(num_warps = 8), item.clone());
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(text.contains("num_warps : 8u32 }"), "{text}");
+        assert!(text.contains("None => 8u32"), "{text}");
+        let text = expand_str(quote!(), item.clone());
+        assert!(text.contains("num_warps : 4u32 }"), "{text}");
+        for (attr, msg) in [
+            (quote!(num_warps = 3), "`num_warps` must be a power of two ≤ 32, got 3"),
+            (
+                quote!(num_warps = 64),
+                "`num_warps` must be a power of two ≤ 32, got 64",
+            ),
+            (quote!(num_warps = 0), "`num_warps` must be a power of two ≤ 32, got 0"),
+            (quote!(num_warps = 4, num_warps = 8), "`num_warps` is given twice"),
+            (quote!(num_warps = "4"), "expected integer literal"),
+            (quote!(num_warps), "expected `=`"),
+            (
+                quote!(num_warps = 4, tune(B = [1])),
+                "unknown `#[kernel]` option `tune`",
+            ),
+        ] {
+            let text = expand_str(attr.clone(), item.clone());
+            assert!(text.contains("compile_error"), "no error for `{attr}`: {text}");
+            assert!(text.contains(msg), "`{attr}`: want `{msg}` in {text}");
+        }
+    }
+
+    #[test]
+    fn kernel_fn_rewrites_the_body_and_keeps_the_signature() {
+        let out = expand_fn(
+            quote!(),
+            quote!(
+                /// Doc.
+                pub(crate) fn f<T: Float>(h: Tile<T>, n: Tile<i32>) -> Tile<f32> {
+                    let mut s = h.cast::<f32>();
+                    for _ in range(0, n) {
+                        if n > 2 && s < 1.0 {
+                            s = s + 1.0;
+                        }
+                    }
+                    s
+                }
+            ),
+        );
+        let func: syn::ItemFn = syn::parse2(out.clone()).expect("expansion is a fn");
+        assert_eq!(func.sig.ident, "f");
+        assert_eq!(func.sig.generics.params.len(), 1);
+        assert!(matches!(func.vis, syn::Visibility::Restricted(_)));
+        assert_eq!(func.attrs.len(), 1);
+        let text = out.to_string();
+        for needle in [
+            ":: replay_dsl :: prelude :: for_range",
+            ":: replay_dsl :: prelude :: Cond :: branch",
+            ":: replay_dsl :: prelude :: Compare :: compare",
+            ":: replay_dsl :: prelude :: Logic :: and_then",
+        ] {
+            assert!(text.contains(needle), "missing `{needle}` in {text}");
+        }
+        assert!(!text.contains("compile_error"), "{text}");
+    }
+
+    #[test]
+    fn kernel_fn_errors() {
+        for (attr, item, msg) in [
+            (
+                quote!(),
+                quote!(
+                    fn f(x: Tile<f32>) -> Tile<f32> {
+                        return x;
+                    }
+                ),
+                "`return` is not supported in a `#[kernel_fn]`",
+            ),
+            (
+                quote!(),
+                quote!(
+                    fn f(n: Tile<i32>) {
+                        for i in range(0, n) {
+                            break;
+                        }
+                    }
+                ),
+                "`break` cannot leave a runtime loop",
+            ),
+            (
+                quote!(),
+                quote!(
+                    const fn f() {}
+                ),
+                "a `#[kernel_fn]` cannot be `const`",
+            ),
+            (
+                quote!(),
+                quote!(
+                    async fn f() {}
+                ),
+                "a `#[kernel_fn]` cannot be `async`",
+            ),
+            (
+                quote!(inline),
+                quote!(
+                    fn f() {}
+                ),
+                "`#[kernel_fn]` takes no options",
+            ),
+        ] {
+            let text = expand_fn(attr, item.clone()).to_string();
+            assert!(text.contains(msg), "`{item}`: want `{msg}` in {text}");
+        }
+        // A body with errors keeps the signature and drops the body.
+        let text = expand_fn(
+            quote!(),
+            quote!(
+                fn f(x: Tile<f32>) -> Tile<f32> {
+                    while true {}
+                    x
+                }
+            ),
+        )
+        .to_string();
+        assert!(text.contains("unreachable"), "{text}");
     }
 
     #[test]

@@ -203,18 +203,49 @@ impl KernelSig {
     }
 }
 
-/// `#[kernel(...)]` options: none yet (`tune(...)` will come).
-pub fn parse_options(attr: TokenStream) -> syn::Result<()> {
-    if attr.is_empty() {
-        return Ok(());
+/// `#[kernel(...)]` options.
+pub struct KernelOptions {
+    /// `num_warps = N`: the `Config`'s default warps per program (4 when absent).
+    pub num_warps: u32,
+}
+
+impl Default for KernelOptions {
+    fn default() -> Self {
+        KernelOptions { num_warps: 4 }
     }
+}
+
+/// Parses `#[kernel(num_warps = 8)]`; unknown, repeated or invalid options are spanned errors.
+pub fn parse_options(attr: TokenStream) -> syn::Result<KernelOptions> {
+    let mut options = KernelOptions::default();
+    if attr.is_empty() {
+        return Ok(options);
+    }
+    let mut seen_warps = false;
     let parser = syn::meta::parser(|meta| {
         let name = meta.path.to_token_stream().to_string().replace(' ', "");
-        Err(meta.error(format_args!(
-            "unknown `#[kernel]` option `{name}`; `#[kernel]` takes no options yet"
-        )))
+        if name != "num_warps" {
+            return Err(meta.error(format_args!(
+                "unknown `#[kernel]` option `{name}`; the only option is `num_warps = N`"
+            )));
+        }
+        if seen_warps {
+            return Err(meta.error("`num_warps` is given twice"));
+        }
+        seen_warps = true;
+        let lit: syn::LitInt = meta.value()?.parse()?;
+        let n: u32 = lit.base10_parse()?;
+        if !n.is_power_of_two() || n > 32 {
+            return Err(syn::Error::new_spanned(
+                &lit,
+                format_args!("`num_warps` must be a power of two ≤ 32, got {n}"),
+            ));
+        }
+        options.num_warps = n;
+        Ok(())
     });
-    syn::parse::Parser::parse2(parser, attr)
+    syn::parse::Parser::parse2(parser, attr)?;
+    Ok(options)
 }
 
 const SUPPORTED_TYPES: &str = "supported are `Ptr<T>` with T one of f32, f16, bf16, F8E4M3, i32, i64, u32, bool; \
