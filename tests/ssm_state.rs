@@ -34,10 +34,30 @@ fn events(l: usize, t: usize) -> Vec<(bool, usize)> {
     e
 }
 
+/// Admits a sequence with a random initial state into `row` (ready for `next`) and puts the
+/// same state into `truth`'s slot; returns the slot.
+fn admit(
+    layer: &mut dyn DecodeLayer,
+    s: &Stream,
+    truth: &mut SlotStates,
+    rng: &mut Rng,
+    row: usize,
+    next: Next,
+) -> usize {
+    let init = initial_state(rng, truth.shape());
+    let slot = layer.admit(s, row, Some(&init), next).unwrap();
+    truth
+        .slot_mut(slot)
+        .iter_mut()
+        .zip(&init)
+        .for_each(|(t, &v)| *t = v as f64);
+    slot
+}
+
 fn decode(layer: &mut dyn DecodeLayer, s: &Stream, l: usize, gated: bool, seed: u64) {
     let shape = CPU_TEST;
     let mut rng = Rng(seed);
-    let p = params(&mut rng, shape);
+    let p = random_params(&mut rng, shape);
     let mut truth = SlotStates::zeros(shape, SLOTS);
     let mut io = StepIo::new(s, shape, BATCH, 1, gated).unwrap();
     let per_row = shape.heads * shape.dv;
@@ -45,14 +65,7 @@ fn decode(layer: &mut dyn DecodeLayer, s: &Stream, l: usize, gated: bool, seed: 
     for t in 0..3 * l + 4 {
         for (join, row) in events(l, t) {
             if join {
-                let init = initial_state(&mut rng, shape);
-                let slot = layer.admit(s, row, Some(&init), Next::Decode).unwrap();
-                used_slots.push(slot);
-                truth
-                    .slot_mut(slot)
-                    .iter_mut()
-                    .zip(&init)
-                    .for_each(|(t, &v)| *t = v as f64);
+                used_slots.push(admit(layer, s, &mut truth, &mut rng, row, Next::Decode));
             } else {
                 layer.release(s, row).unwrap();
             }
@@ -60,7 +73,7 @@ fn decode(layer: &mut dyn DecodeLayer, s: &Stream, l: usize, gated: bool, seed: 
         let slots: Vec<usize> = layer.slots().iter().map(|&x| x as usize).collect();
         let inputs: Vec<Option<Vec<StepInput>>> = slots
             .iter()
-            .map(|&sl| (sl != 0).then(|| vec![input(&mut rng, shape, gated)]))
+            .map(|&sl| (sl != 0).then(|| vec![random_input(&mut rng, shape, gated)]))
             .collect();
         let rows: Vec<Option<&[StepInput]>> = inputs.iter().map(|r| r.as_deref()).collect();
         io.upload(s, &rows).unwrap();
@@ -99,7 +112,7 @@ fn interp() -> (Device, Stream) {
 
 fn replay_decode(l: usize, gated: bool, seed: u64) {
     let (_d, s) = interp();
-    let p = params(&mut Rng(seed), CPU_TEST);
+    let p = random_params(&mut Rng(seed), CPU_TEST);
     let plan = ReplayPlan::default_for(&CPU_TEST, l, 0);
     let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, BATCH, SLOTS, gated, plan).unwrap();
     decode(&mut st, &s, l, gated, seed);
@@ -125,7 +138,7 @@ fn replay_decode_window_1_is_conventional() {
 #[test]
 fn conventional_decode_same_interface() {
     let (_d, s) = interp();
-    let p = params(&mut Rng(14), CPU_TEST);
+    let p = random_params(&mut Rng(14), CPU_TEST);
     let plan = ConventionalPlan::default_for(&CPU_TEST, 0);
     let mut st = Mamba2ConventionalState::new(&s, CPU_TEST, &p, BATCH, SLOTS, true, plan).unwrap();
     decode(&mut st, &s, 4, true, 14);
@@ -137,7 +150,7 @@ fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
     let (_d, s) = interp();
     let shape = CPU_TEST;
     let mut rng = Rng(seed);
-    let p = params(&mut rng, shape);
+    let p = random_params(&mut rng, shape);
     let plan = ReplayPlan::default_for(&shape, l, t_max);
     let batch = 3;
     let mut st = Mamba2ReplayState::new(&s, shape, &p, batch, 5, gated, plan).unwrap();
@@ -152,30 +165,18 @@ fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
     let next_of = |k: usize| if k == 0 { Next::Decode } else { Next::Verify(k) };
     // Rows 0 and 1 start now; row 2 is padding until iteration 3.
     for row in 0..2 {
-        let init = initial_state(&mut rng, shape);
-        let slot = st.admit(&s, row, Some(&init), next_of(kinds[0])).unwrap();
-        truth
-            .slot_mut(slot)
-            .iter_mut()
-            .zip(&init)
-            .for_each(|(t, &v)| *t = v as f64);
+        admit(&mut st, &s, &mut truth, &mut rng, row, next_of(kinds[0]));
     }
     let (mut verified, mut flushes) = (0, 0);
     for it in 0..iters {
         if it == 3 {
-            let init = initial_state(&mut rng, shape);
-            let slot = st.admit(&s, 2, Some(&init), next_of(kinds[it])).unwrap();
-            truth
-                .slot_mut(slot)
-                .iter_mut()
-                .zip(&init)
-                .for_each(|(t, &v)| *t = v as f64);
+            admit(&mut st, &s, &mut truth, &mut rng, 2, next_of(kinds[it]));
         }
         let slots: Vec<usize> = st.slots().iter().map(|&x| x as usize).collect();
         let n = kinds[it].max(1);
         let inputs: Vec<Option<Vec<StepInput>>> = slots
             .iter()
-            .map(|&sl| (sl != 0).then(|| (0..n).map(|_| input(&mut rng, shape, gated)).collect()))
+            .map(|&sl| (sl != 0).then(|| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect()))
             .collect();
         let rows: Vec<Option<&[StepInput]>> = inputs.iter().map(|r| r.as_deref()).collect();
         io.upload(&s, &rows).unwrap();

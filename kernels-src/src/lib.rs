@@ -6,6 +6,7 @@
 
 pub mod gallery;
 pub mod ssm;
+pub mod testing;
 
 use replay_dsl::KernelEntry;
 

@@ -4,11 +4,8 @@
 
 mod ssm_util;
 
-use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::replay::commit_rule;
-use replay_runtime::prelude::*;
-use replay_runtime::ArgValue;
 use ssm_util::*;
 
 #[test]
@@ -17,16 +14,7 @@ fn commit_counters_and_flags() {
     let (dev, s) = device();
     for (l, t) in [(16usize, 4usize), (1, 1), (5, 3), (8, 0)] {
         let cap = l + t;
-        let k = mamba2_commit::Kernel::compile(
-            &dev,
-            mamba2_commit::Config {
-                L: l,
-                T: t,
-                BLOCK: 16,
-                num_warps: 1,
-            },
-        )
-        .unwrap();
+        let k = commit_kernel(&dev, l, t, 16, 1);
         for round in 0..6 {
             let after_verify = t > 0 && round % 2 == 1;
             let next = if t == 0 || rng.uniform() < 0.3 {
@@ -54,20 +42,17 @@ fn commit_counters_and_flags() {
             meta[..META_WORDS].fill(META_POISON);
             let accepted: Vec<i32> = (0..batch).map(|_| rng.int(0, t.max(1)) as i32).collect();
             let meta_buf = buf(&s, &meta);
-            launch(
-                &k,
-                &s,
-                (batch.div_ceil(16) as u32, 1, 1),
-                &[
-                    arg(&buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>())),
-                    arg(&buf(&s, &accepted)),
-                    arg(&meta_buf),
-                    ArgValue::I32(batch as i32),
-                    ArgValue::I32(n_slots as i32),
-                    ArgValue::I32(after_verify as i32),
-                    ArgValue::I32(next as i32),
-                ],
+            let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
+            let accepted_buf = buf(&s, &accepted);
+            let args = commit_args(
+                &slot_idx,
+                &accepted_buf,
+                &meta_buf,
+                (batch, n_slots),
+                after_verify,
+                next,
             );
+            launch(&k, &s, (batch.div_ceil(16) as u32, 1, 1), &args);
             let got = host(&s, &meta_buf);
             let mut want = meta.clone();
             for (r, &sl) in slots.iter().enumerate() {

@@ -8,7 +8,7 @@ mod ssm_util;
 use half::{bf16, f16};
 use replay_dsl::host::stochastic_round;
 use replay_dsl::Elem;
-use replay_kernels::ssm::kernels::decode::{mamba2_decode, mamba2_decode_f16};
+use replay_kernels::ssm::kernels::decode::mamba2_decode_f16;
 use replay_kernels::ssm::kernels::sr_bits_host;
 use replay_kernels::ssm::reference::{recurrent_step, softplus, Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
@@ -35,75 +35,42 @@ fn fp32_decode_follows_the_recurrence() {
         .collect();
     init[..nst].fill(f32::NAN);
     let state = buf(&s, &init);
-    let [a, d, dt_bias] = param_bufs(&s, &params);
+    let par = param_bufs(&s, &params);
     let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
     let per_row = shape.heads * shape.dv;
     for (step, gated) in [true, false, true, false, true, true].into_iter().enumerate() {
-        let k = mamba2_decode::Kernel::compile(
-            &dev,
-            mamba2_decode::Config {
-                HEADS: shape.heads,
-                GROUPS: shape.groups,
-                DK: shape.dk,
-                DV: shape.dv,
-                HAS_Z: gated,
-                BV: 4,
-                num_warps: 4,
-            },
-        )
-        .unwrap();
+        let k = DecodeConfig {
+            shape,
+            gated,
+            bv: 4,
+            num_warps: 4,
+        }
+        .decode(&dev);
         let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
-        let [dt, x, b, c, z] = input_bufs(
-            &s,
-            &pack(
-                shape,
-                &inputs
-                    .iter()
-                    .zip(&live)
-                    .map(|(i, &l)| l.then_some(i))
-                    .collect::<Vec<_>>(),
-            ),
-        );
+        let tokens = input_bufs(&s, &pack(shape, &live_tokens(&inputs, &live)));
         let out = poisoned_out(&s, batch * per_row);
-        launch(
-            &k,
-            &s,
-            (batch as u32, shape.heads as u32, 2),
-            &[
-                arg(&dt),
-                arg(&x),
-                arg(&b),
-                arg(&c),
-                arg(&z),
-                arg(&a),
-                arg(&d),
-                arg(&dt_bias),
-                arg(&slot_idx),
-                arg(&state),
-                arg(&out),
-                ArgValue::I32(batch as i32),
-                ArgValue::I32(n_slots as i32),
-            ],
-        );
+        let mut args = token_args(&tokens, &par, &slot_idx);
+        args.extend([
+            arg(&state),
+            arg(&out),
+            ArgValue::I32(batch as i32),
+            ArgValue::I32(n_slots as i32),
+        ]);
+        launch(&k, &s, (batch as u32, shape.heads as u32, 2), &args);
         let mut want = vec![0.0; batch * per_row];
         recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
         check_outputs(&format!("step {step} y"), &host(&s, &out), &want, &live, per_row);
         let got = host(&s, &state);
         assert!(got[..nst].iter().all(|v| v.is_nan()), "padding slot touched");
         for &sl in slots.iter().filter(|&&x| x != 0) {
-            let g: Vec<f64> = got[sl * nst..(sl + 1) * nst].iter().map(|&v| v as f64).collect();
-            let w = truth.slot(sl);
-            check_close(
+            check_state(
                 &format!("step {step} state slot {sl}"),
-                &g,
-                w,
-                STATE_RTOL,
-                STATE_ATOL_REL * rms(w),
+                &slot_f64(&got, sl, nst),
+                truth.slot(sl),
             );
         }
         // Slot 2 is in no row: untouched.
-        let g: Vec<f64> = got[2 * nst..3 * nst].iter().map(|&v| v as f64).collect();
-        assert_eq!(g, truth.slot(2));
+        assert_eq!(slot_f64(&got, 2, nst), truth.slot(2));
     }
 }
 
@@ -154,32 +121,19 @@ fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) 
         },
     )
     .unwrap();
-    let [dt, x, b, c, z] = input_bufs(&st.s, &pack(shape, &[None, Some(input)]));
+    let tokens = input_bufs(&st.s, &pack(shape, &[None, Some(input)]));
     let per_row = shape.heads * shape.dv;
     let out = poisoned_out(&st.s, 2 * per_row);
-    let [a, d, dt_bias] = &st.bufs;
-    launch(
-        &k,
-        &st.s,
-        (2, shape.heads as u32, 1),
-        &[
-            arg(&dt),
-            arg(&x),
-            arg(&b),
-            arg(&c),
-            arg(&z),
-            arg(a),
-            arg(d),
-            arg(dt_bias),
-            arg(&st.slot_idx),
-            arg(&st.state),
-            arg(&out),
-            ArgValue::I32(2),
-            ArgValue::I32(2),
-            ArgValue::U32(seed),
-            ArgValue::U32(step),
-        ],
-    );
+    let mut args = token_args(&tokens, &st.bufs, &st.slot_idx);
+    args.extend([
+        arg(&st.state),
+        arg(&out),
+        ArgValue::I32(2),
+        ArgValue::I32(2),
+        ArgValue::U32(seed),
+        ArgValue::U32(step),
+    ]);
+    launch(&k, &st.s, (2, shape.heads as u32, 1), &args);
     let o = host(&st.s, &out);
     assert!(o[..per_row].iter().all(|v| v.is_nan()), "padding row written");
     o[per_row..].to_vec()

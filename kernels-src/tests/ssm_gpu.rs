@@ -7,11 +7,6 @@
 mod ssm_util;
 
 use half::bf16;
-use replay_kernels::ssm::kernels::commit::mamba2_commit;
-use replay_kernels::ssm::kernels::decode::mamba2_decode;
-use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
-use replay_kernels::ssm::kernels::spec_baseline::mamba2_spec_baseline;
-use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::shapes::{ModelShape, NEMOTRON3_SUPER_120B};
 use replay_runtime::prelude::*;
 use replay_runtime::ArgValue;
@@ -58,11 +53,13 @@ fn timings() {
         let par = [zeros::<f32>(&s, h), zeros::<f32>(&s, h), zeros::<f32>(&s, h)];
         let slot_idx = buf(&s, &(1..=batch as i32).collect::<Vec<_>>());
         let ntok = batch * tmax;
-        let dt = zeros::<bf16>(&s, ntok * h);
-        let x = zeros::<bf16>(&s, ntok * h * dv);
-        let bm = zeros::<bf16>(&s, ntok * g * dk);
-        let cm = zeros::<bf16>(&s, ntok * g * dk);
-        let z = zeros::<bf16>(&s, ntok * h * dv);
+        let tokens = [
+            zeros::<bf16>(&s, ntok * h),
+            zeros::<bf16>(&s, ntok * h * dv),
+            zeros::<bf16>(&s, ntok * g * dk),
+            zeros::<bf16>(&s, ntok * g * dk),
+            zeros::<bf16>(&s, ntok * h * dv),
+        ];
         let out = zeros::<bf16>(&s, ntok * h * dv);
         let meta_for = |hh: usize, flag: bool| {
             let mut m = vec![0i32; slots * 4];
@@ -72,38 +69,33 @@ fn timings() {
             }
             buf(&s, &m)
         };
+        let replay_config = |bv, hb, num_warps| ReplayConfig {
+            shape,
+            l,
+            t: tmax,
+            gated: true,
+            bv,
+            hb,
+            num_warps,
+        };
         let bw = |ms: f64| state_bytes * batch as f64 * 2.0 / (ms * 1e-3) / 1e12;
         // Conventional decode.
         let mut best_conv = f64::MAX;
         for (bv, nw) in [(16, 4), (32, 4), (32, 8), (64, 8)] {
-            let k = mamba2_decode::Kernel::compile(
-                &dev,
-                mamba2_decode::Config {
-                    HEADS: h,
-                    GROUPS: g,
-                    DK: dk,
-                    DV: dv,
-                    HAS_Z: true,
-                    BV: bv,
-                    num_warps: nw,
-                },
-            )
-            .unwrap();
-            let args = [
-                arg(&dt),
-                arg(&x),
-                arg(&bm),
-                arg(&cm),
-                arg(&z),
-                arg(&par[0]),
-                arg(&par[1]),
-                arg(&par[2]),
-                arg(&slot_idx),
+            let k = DecodeConfig {
+                shape,
+                gated: true,
+                bv,
+                num_warps: nw,
+            }
+            .decode(&dev);
+            let mut args = token_args(&tokens, &par, &slot_idx);
+            args.extend([
                 arg(&ckpt),
                 arg(&out),
                 ArgValue::I32(batch as i32),
                 ArgValue::I32(slots as i32),
-            ];
+            ]);
             let ms = time_ms(&s, 20, || {
                 launch(&k, &s, (batch as u32, h as u32, dv.div_ceil(bv) as u32), &args)
             });
@@ -118,44 +110,12 @@ fn timings() {
         for (label, hh, flag) in [("replay-nonflush", l / 2, false), ("replay-flush", l - 1, true)] {
             let meta = meta_for(hh, flag);
             for (bv, hb, nw) in [(16, 1, 4), (16, 4, 4), (32, 4, 4), (32, 16, 8), (64, 16, 8), (64, 4, 8)] {
-                let k = mamba2_replay_step::Kernel::compile(
-                    &dev,
-                    mamba2_replay_step::Config {
-                        HEADS: h,
-                        GROUPS: g,
-                        DK: dk,
-                        DV: dv,
-                        L: l,
-                        T: tmax,
-                        HAS_Z: true,
-                        BV: bv,
-                        HB: hb,
-                        num_warps: nw,
-                    },
-                )
-                .unwrap();
-                let args = [
-                    arg(&dt),
-                    arg(&x),
-                    arg(&bm),
-                    arg(&cm),
-                    arg(&z),
-                    arg(&par[0]),
-                    arg(&par[1]),
-                    arg(&par[2]),
-                    arg(&slot_idx),
-                    arg(&meta),
-                    arg(&ckpt),
-                    arg(&rec_dt),
-                    arg(&rec_x),
-                    arg(&rec_b),
-                    arg(&out),
-                    ArgValue::I32(batch as i32),
-                    ArgValue::I32(slots as i32),
-                ];
-                let ms = time_ms(&s, 20, || {
-                    launch(&k, &s, (batch as u32, (h / hb) as u32, dv.div_ceil(bv) as u32), &args)
-                });
+                let config = replay_config(bv, hb, nw);
+                let k = config.step(&dev);
+                let mut args = token_args(&tokens, &par, &slot_idx);
+                args.extend([arg(&meta), arg(&ckpt), arg(&rec_dt), arg(&rec_x), arg(&rec_b)]);
+                args.extend([arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(slots as i32)]);
+                let ms = time_ms(&s, 20, || launch(&k, &s, config.grid(batch), &args));
                 println!(
                     "B={batch:<4} {label:<15} BV={bv:<3} HB={hb:<2} w{nw}: {:8.1} us  ({:.2}x conventional)",
                     ms * 1e3,
@@ -167,110 +127,47 @@ fn timings() {
         for t in [4usize, 8] {
             let meta = meta_for(l / 2 - t / 2, false);
             let acc = buf(&s, &vec![t as i32; batch]);
-            let commit = mamba2_commit::Kernel::compile(
-                &dev,
-                mamba2_commit::Config {
-                    L: l,
-                    T: tmax,
-                    BLOCK: 128,
-                    num_warps: 4,
-                },
-            )
-            .unwrap();
+            let commit = commit_kernel(&dev, l, tmax, 128, 4);
             let cmeta = meta_for(l / 2 - t / 2, false);
+            let cargs = commit_args(&slot_idx, &acc, &cmeta, (batch, slots), true, t);
             let cms = time_ms(&s, 20, || {
-                launch(
-                    &commit,
-                    &s,
-                    (batch.div_ceil(128) as u32, 1, 1),
-                    &[
-                        arg(&slot_idx),
-                        arg(&acc),
-                        arg(&cmeta),
-                        ArgValue::I32(batch as i32),
-                        ArgValue::I32(slots as i32),
-                        ArgValue::I32(1),
-                        ArgValue::I32(t as i32),
-                    ],
-                )
+                launch(&commit, &s, (batch.div_ceil(128) as u32, 1, 1), &cargs)
             });
             println!("B={batch:<4} commit: {:8.1} us", cms * 1e3);
             for (bv, hb, nw) in [(16, 4, 4), (32, 4, 4), (32, 16, 8), (64, 16, 8)] {
-                let k = mamba2_verify::Kernel::compile(
-                    &dev,
-                    mamba2_verify::Config {
-                        HEADS: h,
-                        GROUPS: g,
-                        DK: dk,
-                        DV: dv,
-                        L: l,
-                        T: tmax,
-                        HAS_Z: true,
-                        BV: bv,
-                        HB: hb,
-                        num_warps: nw,
-                    },
-                )
-                .unwrap();
-                let args = [
-                    arg(&dt),
-                    arg(&x),
-                    arg(&bm),
-                    arg(&cm),
-                    arg(&z),
-                    arg(&par[0]),
-                    arg(&par[1]),
-                    arg(&par[2]),
-                    arg(&slot_idx),
-                    arg(&meta),
-                    arg(&ckpt),
-                    arg(&rec_dt),
-                    arg(&rec_x),
-                    arg(&rec_b),
+                let config = replay_config(bv, hb, nw);
+                let k = config.verify(&dev);
+                let mut args = token_args(&tokens, &par, &slot_idx);
+                args.extend([arg(&meta), arg(&ckpt), arg(&rec_dt), arg(&rec_x), arg(&rec_b)]);
+                args.extend([
                     arg(&out),
                     ArgValue::I32(batch as i32),
                     ArgValue::I32(slots as i32),
                     ArgValue::I32(t as i32),
-                ];
-                let ms = time_ms(&s, 20, || {
-                    launch(&k, &s, (batch as u32, (h / hb) as u32, dv.div_ceil(bv) as u32), &args)
-                });
+                ]);
+                let ms = time_ms(&s, 20, || launch(&k, &s, config.grid(batch), &args));
                 println!("B={batch:<4} verify T={t}     BV={bv:<3} HB={hb:<2} w{nw}: {:8.1} us  ({:.2}x one conventional step)", ms * 1e3, ms / best_conv);
             }
             {
                 let snap_state = zeros::<f32>(&s, (batch * t + slots) * h * dv * dk);
                 let snaps = buf(&s, &(0..batch * t).map(|i| (slots + i) as i32).collect::<Vec<_>>());
                 for (bv, nw) in [(32, 4), (64, 8)] {
-                    let k = mamba2_spec_baseline::Kernel::compile(
-                        &dev,
-                        mamba2_spec_baseline::Config {
-                            HEADS: h,
-                            GROUPS: g,
-                            DK: dk,
-                            DV: dv,
-                            HAS_Z: true,
-                            BV: bv,
-                            num_warps: nw,
-                        },
-                    )
-                    .unwrap();
-                    let args = [
-                        arg(&dt),
-                        arg(&x),
-                        arg(&bm),
-                        arg(&cm),
-                        arg(&z),
-                        arg(&par[0]),
-                        arg(&par[1]),
-                        arg(&par[2]),
-                        arg(&slot_idx),
+                    let k = DecodeConfig {
+                        shape,
+                        gated: true,
+                        bv,
+                        num_warps: nw,
+                    }
+                    .spec_baseline(&dev);
+                    let mut args = token_args(&tokens, &par, &slot_idx);
+                    args.extend([
                         arg(&snaps),
                         arg(&snap_state),
                         arg(&out),
                         ArgValue::I32(batch as i32),
                         ArgValue::I32((batch * t + slots) as i32),
                         ArgValue::I32(t as i32),
-                    ];
+                    ]);
                     let ms = time_ms(&s, 10, || {
                         launch(&k, &s, (batch as u32, h as u32, dv.div_ceil(bv) as u32), &args)
                     });

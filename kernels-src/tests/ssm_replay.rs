@@ -6,13 +6,10 @@
 
 mod ssm_util;
 
-use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::initial_flush_flag;
-use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
-use replay_runtime::prelude::*;
 use replay_runtime::ArgValue;
 use ssm_util::*;
 
@@ -63,37 +60,21 @@ fn run(case: Case) {
     let ring = Ring::new(&s, shape, &states, l, initial_flush_flag(0, 0, l));
     let slot0 = ring.slot0_bits(&s, shape);
     let unused = ring.ckpt_of(&s, shape, 5);
-    let [a, d, dt_bias] = param_bufs(&s, &params);
+    let par = param_bufs(&s, &params);
 
-    let step_k = mamba2_replay_step::Kernel::compile(
-        &dev,
-        mamba2_replay_step::Config {
-            HEADS: shape.heads,
-            GROUPS: shape.groups,
-            DK: shape.dk,
-            DV: shape.dv,
-            L: l,
-            T: 0,
-            HAS_Z: gated,
-            BV: bv,
-            HB: hb,
-            num_warps: 4,
-        },
-    )
-    .unwrap();
-    let commit_k = mamba2_commit::Kernel::compile(
-        &dev,
-        mamba2_commit::Config {
-            L: l,
-            T: 0,
-            BLOCK: 4,
-            num_warps: 1,
-        },
-    )
-    .unwrap();
+    let config = ReplayConfig {
+        shape,
+        l,
+        t: 0,
+        gated,
+        bv,
+        hb,
+        num_warps: 4,
+    };
+    let step_k = config.step(&dev);
+    let commit_k = commit_kernel(&dev, l, 0, 4, 1);
     let accepted = buf(&s, &vec![0i32; batch]);
     let per_row = shape.heads * shape.dv;
-    let grid = (batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32);
 
     let mut flushes = 0;
     for t in 0..steps {
@@ -102,56 +83,16 @@ fn run(case: Case) {
             .collect();
         let live: Vec<bool> = slots.iter().map(|&x| x != 0).collect();
         let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
-        let packed = pack(
-            shape,
-            &inputs
-                .iter()
-                .zip(&live)
-                .map(|(i, &l)| l.then_some(i))
-                .collect::<Vec<_>>(),
-        );
-        let [dt, x, b, c, z] = input_bufs(&s, &packed);
+        let tokens = input_bufs(&s, &pack(shape, &live_tokens(&inputs, &live)));
         let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
         let out = poisoned_out(&s, batch * per_row);
         let flags_before: Vec<bool> = slots.iter().map(|&sl| sl != 0 && ring.meta_of(&s, sl).2).collect();
-        launch(
-            &step_k,
-            &s,
-            grid,
-            &[
-                arg(&dt),
-                arg(&x),
-                arg(&b),
-                arg(&c),
-                arg(&z),
-                arg(&a),
-                arg(&d),
-                arg(&dt_bias),
-                arg(&slot_idx),
-                arg(&ring.meta),
-                arg(&ring.ckpt),
-                arg(&ring.rec_dt),
-                arg(&ring.rec_x),
-                arg(&ring.rec_b),
-                arg(&out),
-                ArgValue::I32(batch as i32),
-                ArgValue::I32(n_slots as i32),
-            ],
-        );
-        launch(
-            &commit_k,
-            &s,
-            (2, 1, 1),
-            &[
-                arg(&slot_idx),
-                arg(&accepted),
-                arg(&ring.meta),
-                ArgValue::I32(batch as i32),
-                ArgValue::I32(n_slots as i32),
-                ArgValue::I32(0),
-                ArgValue::I32(0),
-            ],
-        );
+        let mut args = token_args(&tokens, &par, &slot_idx);
+        args.extend(ring.args());
+        args.extend([arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
+        launch(&step_k, &s, config.grid(batch), &args);
+        let commit = commit_args(&slot_idx, &accepted, &ring.meta, (batch, n_slots), false, 0);
+        launch(&commit_k, &s, (2, 1, 1), &commit);
         let mut want = vec![0.0; batch * per_row];
         let mut want_replay = vec![0.0; batch * per_row];
         recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
@@ -166,21 +107,15 @@ fn run(case: Case) {
             let (_, h, flag) = ring.meta_of(&s, sl);
             assert_eq!(h, rc.committed(sl), "{what}: h of slot {sl}");
             assert_eq!(flag, h + 1 >= l, "{what}: flag of slot {sl}");
-            let ck = rc.checkpoints().slot(sl);
-            check_close(
+            check_state(
                 &format!("{what} ckpt slot {sl}"),
                 &ring.ckpt_of(&s, shape, sl),
-                ck,
-                STATE_RTOL,
-                STATE_ATOL_REL * rms(ck),
+                rc.checkpoints().slot(sl),
             );
-            let tr = truth.slot(sl);
-            check_close(
+            check_state(
                 &format!("{what} logical state slot {sl}"),
                 &ring.logical_state(&s, shape, &params, sl),
-                tr,
-                STATE_RTOL,
-                STATE_ATOL_REL * rms(tr),
+                truth.slot(sl),
             );
         }
         assert_eq!(

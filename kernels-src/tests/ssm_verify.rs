@@ -6,15 +6,10 @@
 
 mod ssm_util;
 
-use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::initial_flush_flag;
-use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
-use replay_kernels::ssm::kernels::spec_baseline::mamba2_spec_baseline;
-use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::CPU_TEST;
-use replay_runtime::prelude::*;
 use replay_runtime::ArgValue;
 use ssm_util::*;
 
@@ -117,51 +112,21 @@ fn run(case: Case) {
     let next_drafts = |k: Option<usize>| k.unwrap_or(0);
     let ring = Ring::new(&s, shape, &states, cap, initial_flush_flag(0, next_drafts(kinds[0]), l));
     let slot0 = ring.slot0_bits(&s, shape);
-    let [a, d, dt_bias] = param_bufs(&s, &params);
-    let verify_k = mamba2_verify::Kernel::compile(
-        &dev,
-        mamba2_verify::Config {
-            HEADS: shape.heads,
-            GROUPS: shape.groups,
-            DK: shape.dk,
-            DV: shape.dv,
-            L: l,
-            T: t_max,
-            HAS_Z: gated,
-            BV: bv,
-            HB: hb,
-            num_warps: 4,
-        },
-    )
-    .unwrap();
-    let step_k = mamba2_replay_step::Kernel::compile(
-        &dev,
-        mamba2_replay_step::Config {
-            HEADS: shape.heads,
-            GROUPS: shape.groups,
-            DK: shape.dk,
-            DV: shape.dv,
-            L: l,
-            T: t_max,
-            HAS_Z: gated,
-            BV: bv,
-            HB: hb,
-            num_warps: 4,
-        },
-    )
-    .unwrap();
-    let commit_k = mamba2_commit::Kernel::compile(
-        &dev,
-        mamba2_commit::Config {
-            L: l,
-            T: t_max,
-            BLOCK: 8,
-            num_warps: 1,
-        },
-    )
-    .unwrap();
+    let par = param_bufs(&s, &params);
+    let config = ReplayConfig {
+        shape,
+        l,
+        t: t_max,
+        gated,
+        bv,
+        hb,
+        num_warps: 4,
+    };
+    let verify_k = config.verify(&dev);
+    let step_k = config.step(&dev);
+    let commit_k = commit_kernel(&dev, l, t_max, 8, 1);
     let per_tok = shape.heads * shape.dv;
-    let grid = (batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32);
+    let grid = config.grid(batch);
 
     let (mut flushes, mut verifies, mut wraps) = (0, 0, 0);
     for t in 0..steps {
@@ -182,38 +147,17 @@ fn run(case: Case) {
                 let drafts: Vec<Vec<StepInput>> = (0..batch)
                     .map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect())
                     .collect();
-                let toks: Vec<Option<&StepInput>> = drafts
-                    .iter()
-                    .zip(&live)
-                    .flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x)))
-                    .collect();
-                let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &toks));
+                let tokens = input_bufs(&s, &pack(shape, &live_drafts(&drafts, &live)));
                 let out = poisoned_out(&s, batch * n * per_tok);
-                launch(
-                    &verify_k,
-                    &s,
-                    grid,
-                    &[
-                        arg(&dt),
-                        arg(&x),
-                        arg(&b),
-                        arg(&c),
-                        arg(&z),
-                        arg(&a),
-                        arg(&d),
-                        arg(&dt_bias),
-                        arg(&slot_idx),
-                        arg(&ring.meta),
-                        arg(&ring.ckpt),
-                        arg(&ring.rec_dt),
-                        arg(&ring.rec_x),
-                        arg(&ring.rec_b),
-                        arg(&out),
-                        ArgValue::I32(batch as i32),
-                        ArgValue::I32(n_slots as i32),
-                        ArgValue::I32(n as i32),
-                    ],
-                );
+                let mut args = token_args(&tokens, &par, &slot_idx);
+                args.extend(ring.args());
+                args.extend([
+                    arg(&out),
+                    ArgValue::I32(batch as i32),
+                    ArgValue::I32(n_slots as i32),
+                    ArgValue::I32(n as i32),
+                ]);
+                launch(&verify_k, &s, grid, &args);
                 let want = truth_verify(&params, &truth, &slots, &drafts, n);
                 check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, n * per_tok);
                 if let Some(rc) = rc.as_mut() {
@@ -229,42 +173,12 @@ fn run(case: Case) {
             }
             None => {
                 let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
-                let [dt, x, b, c, z] = input_bufs(
-                    &s,
-                    &pack(
-                        shape,
-                        &inputs
-                            .iter()
-                            .zip(&live)
-                            .map(|(i, &lv)| lv.then_some(i))
-                            .collect::<Vec<_>>(),
-                    ),
-                );
+                let tokens = input_bufs(&s, &pack(shape, &live_tokens(&inputs, &live)));
                 let out = poisoned_out(&s, batch * per_tok);
-                launch(
-                    &step_k,
-                    &s,
-                    grid,
-                    &[
-                        arg(&dt),
-                        arg(&x),
-                        arg(&b),
-                        arg(&c),
-                        arg(&z),
-                        arg(&a),
-                        arg(&d),
-                        arg(&dt_bias),
-                        arg(&slot_idx),
-                        arg(&ring.meta),
-                        arg(&ring.ckpt),
-                        arg(&ring.rec_dt),
-                        arg(&ring.rec_x),
-                        arg(&ring.rec_b),
-                        arg(&out),
-                        ArgValue::I32(batch as i32),
-                        ArgValue::I32(n_slots as i32),
-                    ],
-                );
+                let mut args = token_args(&tokens, &par, &slot_idx);
+                args.extend(ring.args());
+                args.extend([arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
+                launch(&step_k, &s, grid, &args);
                 let mut want = vec![0.0; batch * per_tok];
                 recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
                 check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, per_tok);
@@ -275,20 +189,15 @@ fn run(case: Case) {
             .map(|&sl| if sl != 0 { ring.meta_of(&s, sl).0 } else { 0 })
             .collect();
         let acc_buf = buf(&s, &accepted.iter().map(|&x| x as i32).collect::<Vec<_>>());
-        launch(
-            &commit_k,
-            &s,
-            (1, 1, 1),
-            &[
-                arg(&slot_idx),
-                arg(&acc_buf),
-                arg(&ring.meta),
-                ArgValue::I32(batch as i32),
-                ArgValue::I32(n_slots as i32),
-                ArgValue::I32(kinds[t].is_some() as i32),
-                ArgValue::I32(n_next as i32),
-            ],
+        let commit = commit_args(
+            &slot_idx,
+            &acc_buf,
+            &ring.meta,
+            (batch, n_slots),
+            kinds[t].is_some(),
+            n_next,
         );
+        launch(&commit_k, &s, (1, 1, 1), &commit);
         if let Some(rc) = rc.as_mut() {
             rc.commit(&slots, &accepted, n_next);
         }
@@ -303,22 +212,16 @@ fn run(case: Case) {
             if let Some(rc) = rc.as_ref() {
                 assert_eq!(h, rc.committed(sl), "{what}: h of slot {sl}");
                 assert_eq!(flag, rc.flush_pending(sl), "{what}: flag of slot {sl}");
-                let ck = rc.checkpoints().slot(sl);
-                check_close(
+                check_state(
                     &format!("{what} ckpt slot {sl}"),
                     &ring.ckpt_of(&s, shape, sl),
-                    ck,
-                    STATE_RTOL,
-                    STATE_ATOL_REL * rms(ck),
+                    rc.checkpoints().slot(sl),
                 );
             }
-            let tr = truth.slot(sl);
-            check_close(
+            check_state(
                 &format!("{what} logical state slot {sl}"),
                 &ring.logical_state(&s, shape, &params, sl),
-                tr,
-                STATE_RTOL,
-                STATE_ATOL_REL * rms(tr),
+                truth.slot(sl),
             );
         }
         assert_eq!(
@@ -383,7 +286,7 @@ fn spec_baseline_snapshots_every_draft() {
     let n_slots = 1 + 2 * 5; // padding + per row (1 source + 4 snapshot slots); row 1 is padding
     let params = random_params(&mut rng, shape);
     let mut truth = random_states(&mut rng, shape, n_slots);
-    let [a, d, dt_bias] = param_bufs(&s, &params);
+    let par = param_bufs(&s, &params);
     let nst = shape.heads * shape.state_elems();
     let mut state_host: Vec<f32> = (0..n_slots)
         .flat_map(|sl| truth.slot(sl).iter().map(|&v| v as f32))
@@ -392,19 +295,13 @@ fn spec_baseline_snapshots_every_draft() {
     let mut state = buf(&s, &state_host);
     let per_tok = shape.heads * shape.dv;
     for gated in [true, false] {
-        let k = mamba2_spec_baseline::Kernel::compile(
-            &dev,
-            mamba2_spec_baseline::Config {
-                HEADS: shape.heads,
-                GROUPS: shape.groups,
-                DK: shape.dk,
-                DV: shape.dv,
-                HAS_Z: gated,
-                BV: 4,
-                num_warps: 4,
-            },
-        )
-        .unwrap();
+        let k = DecodeConfig {
+            shape,
+            gated,
+            bv: 4,
+            num_warps: 4,
+        }
+        .spec_baseline(&dev);
         for _ in 0..3 {
             let n = rng.int(1, 4);
             // Row 0 → slots 1 (source), 2..; row 2 → slots 6, 7..; row 1 is padding.
@@ -419,37 +316,20 @@ fn spec_baseline_snapshots_every_draft() {
             let drafts: Vec<Vec<StepInput>> = (0..batch)
                 .map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect())
                 .collect();
-            let toks: Vec<Option<&StepInput>> = drafts
-                .iter()
-                .zip(&live)
-                .flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x)))
-                .collect();
-            let [dt, x, b, c, z] = input_bufs(&s, &pack(shape, &toks));
+            let tokens = input_bufs(&s, &pack(shape, &live_drafts(&drafts, &live)));
             let slot_idx = buf(&s, &src.iter().map(|&x| x as i32).collect::<Vec<_>>());
             let snap_idx = buf(&s, &snaps);
             let out = poisoned_out(&s, batch * n * per_tok);
-            launch(
-                &k,
-                &s,
-                (batch as u32, shape.heads as u32, 2),
-                &[
-                    arg(&dt),
-                    arg(&x),
-                    arg(&b),
-                    arg(&c),
-                    arg(&z),
-                    arg(&a),
-                    arg(&d),
-                    arg(&dt_bias),
-                    arg(&slot_idx),
-                    arg(&snap_idx),
-                    arg(&state),
-                    arg(&out),
-                    ArgValue::I32(batch as i32),
-                    ArgValue::I32(n_slots as i32),
-                    ArgValue::I32(n as i32),
-                ],
-            );
+            let mut args = token_args(&tokens, &par, &slot_idx);
+            args.extend([
+                arg(&snap_idx),
+                arg(&state),
+                arg(&out),
+                ArgValue::I32(batch as i32),
+                ArgValue::I32(n_slots as i32),
+                ArgValue::I32(n as i32),
+            ]);
+            launch(&k, &s, (batch as u32, shape.heads as u32, 2), &args);
             let want = truth_verify(&params, &truth, &src, &drafts, n);
             check_outputs("baseline y", &host(&s, &out), &want, &live, n * per_tok);
             let got = host(&s, &state);
@@ -462,24 +342,20 @@ fn spec_baseline_snapshots_every_draft() {
                 recurrent_step(&params, &mut tmp, &src, &inputs, &mut o);
                 for r in [0usize, 2] {
                     let sl = snaps[r * n + t] as usize;
-                    let g: Vec<f64> = got[sl * nst..(sl + 1) * nst].iter().map(|&v| v as f64).collect();
-                    let w = tmp.slot(src[r]);
-                    check_close(
+                    check_state(
                         &format!("snapshot {t} of row {r}"),
-                        &g,
-                        w,
-                        STATE_RTOL,
-                        STATE_ATOL_REL * rms(w),
+                        &slot_f64(&got, sl, nst),
+                        tmp.slot(src[r]),
                     );
                 }
             }
             // The source states are unchanged; accept a random count and move on from there.
             for r in [0usize, 2] {
-                let g: Vec<f64> = got[src[r] * nst..(src[r] + 1) * nst]
-                    .iter()
-                    .map(|&v| v as f64)
-                    .collect();
-                assert_eq!(g, truth.slot(src[r]), "source state of row {r} changed");
+                assert_eq!(
+                    slot_f64(&got, src[r], nst),
+                    truth.slot(src[r]),
+                    "source state of row {r} changed"
+                );
             }
             let accepted: Vec<usize> = (0..batch).map(|_| rng.int(1, n)).collect();
             truth_accept(&params, &mut truth, &src, &drafts, &accepted);

@@ -4,6 +4,11 @@
 #![allow(dead_code)]
 
 use half::{bf16, f16};
+use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::decode::mamba2_decode;
+use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
+use replay_kernels::ssm::kernels::spec_baseline::mamba2_spec_baseline;
+use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::kernels::META_WORDS;
 use replay_kernels::ssm::reference::{Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::ModelShape;
@@ -11,67 +16,7 @@ use replay_runtime::launch::kernel::Engine;
 use replay_runtime::prelude::*;
 use replay_runtime::{ArgValue, HostElem};
 
-/// SplitMix64 with Box–Muller normals.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.uniform()
-    }
-    /// Uniform in `lo..=hi`.
-    pub fn int(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.uniform() * (hi - lo + 1) as f64) as usize
-    }
-    pub fn normal(&mut self) -> f64 {
-        let u = 1.0 - self.uniform();
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * self.uniform()).cos()
-    }
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.int(0, i);
-            v.swap(i, j);
-        }
-    }
-}
-
-pub fn to_bf16(x: f64) -> f64 {
-    bf16::from_f64(x).to_f64()
-}
-pub fn to_f32(x: f64) -> f64 {
-    x as f32 as f64
-}
-
-/// `A ∈ [−8, −0.5]`, `D ~ N(0, 1)`, `dt_bias ∈ [−4, −1]`, all f32 values.
-pub fn random_params(rng: &mut Rng, shape: ModelShape) -> Mamba2Params {
-    let h = shape.heads;
-    Mamba2Params {
-        a: (0..h).map(|_| to_f32(rng.range(-8.0, -0.5))).collect(),
-        d: (0..h).map(|_| to_f32(rng.normal())).collect(),
-        dt_bias: (0..h).map(|_| to_f32(rng.range(-4.0, -1.0))).collect(),
-    }
-}
-
-/// `dt, x, B, C, z ~ N(0, 1)`, rounded to bf16 (what the kernels read).
-pub fn random_input(rng: &mut Rng, shape: ModelShape, gated: bool) -> StepInput {
-    let mut v = |n: usize| (0..n).map(|_| to_bf16(rng.normal())).collect::<Vec<_>>();
-    StepInput {
-        dt: v(shape.heads),
-        x: v(shape.heads * shape.dv),
-        b: v(shape.groups * shape.dk),
-        c: v(shape.groups * shape.dk),
-        z: if gated { Some(v(shape.heads * shape.dv)) } else { None },
-    }
-}
+pub use replay_kernels::testing::*;
 
 /// Random f32-valued states in every slot but the padding slot 0.
 pub fn random_states(rng: &mut Rng, shape: ModelShape, slots: usize) -> SlotStates {
@@ -159,28 +104,6 @@ pub fn launch<K: replay_dsl::KernelDef>(
         .unwrap_or_else(|e| panic!("{} launch failed: {e}", K::NAME));
 }
 
-/// Fails unless every `|got − want| ≤ rtol·|want| + atol` (NaN never passes); returns the
-/// largest error relative to `rtol·|want| + atol`.
-pub fn check_close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: f64) -> f64 {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let mut worst: f64 = 0.0;
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let tol = rtol * w.abs() + atol;
-        let err = (g - w).abs();
-        assert!(
-            err <= tol,
-            "{what}[{i}]: got {g}, want {w} (|err| {err:e} > tol {tol:e})"
-        );
-        worst = worst.max(err / tol);
-    }
-    worst
-}
-
-/// Root mean square (for an absolute tolerance scale).
-pub fn rms(v: &[f64]) -> f64 {
-    (v.iter().map(|x| x * x).sum::<f64>() / v.len().max(1) as f64).sqrt()
-}
-
 /// Tolerances: bf16 outputs (one rounding to bf16 of an f32 result) and f32 state math.
 pub const OUT_RTOL: f64 = 1.0 / 128.0;
 pub const OUT_ATOL_REL: f64 = 1e-3;
@@ -245,6 +168,17 @@ impl Ring {
         }
     }
 
+    /// The ring's kernel arguments: counters, checkpoints, records `dt'`, `x`, `B`.
+    pub fn args(&self) -> [ArgValue<'_>; 5] {
+        [
+            arg(&self.meta),
+            arg(&self.ckpt),
+            arg(&self.rec_dt),
+            arg(&self.rec_x),
+            arg(&self.rec_b),
+        ]
+    }
+
     /// `(start, h, flag)` of `slot`.
     pub fn meta_of(&self, s: &Stream, slot: usize) -> (usize, usize, bool) {
         let m = host(s, &self.meta);
@@ -254,11 +188,7 @@ impl Ring {
 
     /// The checkpoint of `slot`, `[head][dv][dk]`, as f64.
     pub fn ckpt_of(&self, s: &Stream, shape: ModelShape, slot: usize) -> Vec<f64> {
-        let n = shape.heads * shape.state_elems();
-        host(s, &self.ckpt)[slot * n..(slot + 1) * n]
-            .iter()
-            .map(|&v| v as f64)
-            .collect()
+        slot_f64(&host(s, &self.ckpt), slot, shape.heads * shape.state_elems())
     }
 
     /// The logical state of `slot`: its checkpoint with its `h` committed records folded in by
@@ -322,6 +252,196 @@ pub fn param_bufs(s: &Stream, p: &Mamba2Params) -> [DeviceBuffer<f32>; 3] {
 /// Inputs on the device: `(dt, x, B, C, z)`.
 pub fn input_bufs(s: &Stream, p: &Packed) -> [DeviceBuffer<bf16>; 5] {
     [buf(s, &p.dt), buf(s, &p.x), buf(s, &p.b), buf(s, &p.c), buf(s, &p.z)]
+}
+
+/// The tokens of live rows (`None` for padding rows), one per row.
+pub fn live_tokens<'a>(inputs: &'a [StepInput], live: &[bool]) -> Vec<Option<&'a StepInput>> {
+    inputs.iter().zip(live).map(|(i, &l)| l.then_some(i)).collect()
+}
+
+/// The drafts of live rows, row-major (`None` for every draft of a padding row).
+pub fn live_drafts<'a>(drafts: &'a [Vec<StepInput>], live: &[bool]) -> Vec<Option<&'a StepInput>> {
+    drafts
+        .iter()
+        .zip(live)
+        .flat_map(|(ds, &lv)| ds.iter().map(move |x| lv.then_some(x)))
+        .collect()
+}
+
+/// The leading arguments of every state-update kernel: inputs `(dt, x, B, C, z)`, parameters
+/// `(A, D, dt_bias)` and the row → slot indices.
+pub fn token_args<'a>(
+    inputs: &'a [DeviceBuffer<bf16>; 5],
+    params: &'a [DeviceBuffer<f32>; 3],
+    slot_idx: &'a DeviceBuffer<i32>,
+) -> Vec<ArgValue<'a>> {
+    let mut a: Vec<ArgValue<'a>> = inputs.iter().map(arg).collect();
+    a.extend(params.iter().map(arg));
+    a.push(arg(slot_idx));
+    a
+}
+
+/// The tile configuration of `mamba2_replay_step` and `mamba2_verify` (same parameters).
+#[derive(Clone, Copy)]
+pub struct ReplayConfig {
+    pub shape: ModelShape,
+    pub l: usize,
+    pub t: usize,
+    pub gated: bool,
+    pub bv: usize,
+    pub hb: usize,
+    pub num_warps: u32,
+}
+
+impl ReplayConfig {
+    /// `mamba2_replay_step` compiled with this configuration.
+    pub fn step(self, dev: &Device) -> CompiledKernel<mamba2_replay_step::Kernel> {
+        let s = self.shape;
+        mamba2_replay_step::Kernel::compile(
+            dev,
+            mamba2_replay_step::Config {
+                HEADS: s.heads,
+                GROUPS: s.groups,
+                DK: s.dk,
+                DV: s.dv,
+                L: self.l,
+                T: self.t,
+                HAS_Z: self.gated,
+                BV: self.bv,
+                HB: self.hb,
+                num_warps: self.num_warps,
+            },
+        )
+        .unwrap()
+    }
+
+    /// `mamba2_verify` compiled with this configuration.
+    pub fn verify(self, dev: &Device) -> CompiledKernel<mamba2_verify::Kernel> {
+        let s = self.shape;
+        mamba2_verify::Kernel::compile(
+            dev,
+            mamba2_verify::Config {
+                HEADS: s.heads,
+                GROUPS: s.groups,
+                DK: s.dk,
+                DV: s.dv,
+                L: self.l,
+                T: self.t,
+                HAS_Z: self.gated,
+                BV: self.bv,
+                HB: self.hb,
+                num_warps: self.num_warps,
+            },
+        )
+        .unwrap()
+    }
+
+    /// The launch grid for `batch` rows: `(batch, heads / HB, ⌈dv / BV⌉)`.
+    pub fn grid(self, batch: usize) -> (u32, u32, u32) {
+        (
+            batch as u32,
+            (self.shape.heads / self.hb) as u32,
+            self.shape.dv.div_ceil(self.bv) as u32,
+        )
+    }
+}
+
+/// The tile configuration of `mamba2_decode` and `mamba2_spec_baseline` (same parameters).
+#[derive(Clone, Copy)]
+pub struct DecodeConfig {
+    pub shape: ModelShape,
+    pub gated: bool,
+    pub bv: usize,
+    pub num_warps: u32,
+}
+
+impl DecodeConfig {
+    /// `mamba2_decode` compiled with this configuration.
+    pub fn decode(self, dev: &Device) -> CompiledKernel<mamba2_decode::Kernel> {
+        let s = self.shape;
+        mamba2_decode::Kernel::compile(
+            dev,
+            mamba2_decode::Config {
+                HEADS: s.heads,
+                GROUPS: s.groups,
+                DK: s.dk,
+                DV: s.dv,
+                HAS_Z: self.gated,
+                BV: self.bv,
+                num_warps: self.num_warps,
+            },
+        )
+        .unwrap()
+    }
+
+    /// `mamba2_spec_baseline` compiled with this configuration.
+    pub fn spec_baseline(self, dev: &Device) -> CompiledKernel<mamba2_spec_baseline::Kernel> {
+        let s = self.shape;
+        mamba2_spec_baseline::Kernel::compile(
+            dev,
+            mamba2_spec_baseline::Config {
+                HEADS: s.heads,
+                GROUPS: s.groups,
+                DK: s.dk,
+                DV: s.dv,
+                HAS_Z: self.gated,
+                BV: self.bv,
+                num_warps: self.num_warps,
+            },
+        )
+        .unwrap()
+    }
+}
+
+/// `mamba2_commit` for window `l` and up to `t` drafts, `block` rows per program.
+pub fn commit_kernel(
+    dev: &Device,
+    l: usize,
+    t: usize,
+    block: usize,
+    num_warps: u32,
+) -> CompiledKernel<mamba2_commit::Kernel> {
+    mamba2_commit::Kernel::compile(
+        dev,
+        mamba2_commit::Config {
+            L: l,
+            T: t,
+            BLOCK: block,
+            num_warps,
+        },
+    )
+    .unwrap()
+}
+
+/// The arguments of `mamba2_commit`: after a verification (`accepted` drafts per row) or a
+/// decode step, with flags for a next launch of `next` drafts (0: a decode step).
+pub fn commit_args<'a>(
+    slot_idx: &'a DeviceBuffer<i32>,
+    accepted: &'a DeviceBuffer<i32>,
+    meta: &'a DeviceBuffer<i32>,
+    (batch, slots): (usize, usize),
+    after_verify: bool,
+    next: usize,
+) -> [ArgValue<'a>; 7] {
+    [
+        arg(slot_idx),
+        arg(accepted),
+        arg(meta),
+        ArgValue::I32(batch as i32),
+        ArgValue::I32(slots as i32),
+        ArgValue::I32(after_verify as i32),
+        ArgValue::I32(next as i32),
+    ]
+}
+
+/// Slot `slot` of a flat f32 state buffer of `n` elements per slot, as f64.
+pub fn slot_f64(states: &[f32], slot: usize, n: usize) -> Vec<f64> {
+    states[slot * n..(slot + 1) * n].iter().map(|&v| v as f64).collect()
+}
+
+/// Fails unless a state matches `want` within the f32 state tolerances.
+pub fn check_state(what: &str, got: &[f64], want: &[f64]) {
+    check_close(what, got, want, STATE_RTOL, STATE_ATOL_REL * rms(want));
 }
 
 /// A NaN-poisoned bf16 output buffer.
