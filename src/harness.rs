@@ -186,6 +186,13 @@ impl Instance {
             })
             .collect()
     }
+    /// The initial contents of buffer `i` (an input; panics for a poisoned output).
+    pub fn host(&self, i: usize) -> &HostData {
+        let b = &self.bufs[i];
+        b.data
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} is a poisoned output", b.name))
+    }
     /// Total bytes of all buffers.
     pub fn buffer_bytes(&self) -> u64 {
         self.bufs.iter().map(BufSpec::bytes).sum()

@@ -1,8 +1,8 @@
 //! Reductions across programs with atomics: `histogram` and `global_max` (exact, integer).
 
-use super::{uniform_i32, Case, GalleryKernel, Scale};
-use crate::harness::{compile_as, get, Arg, BufSpec, Expect, HostData, Instance, OutputCheck, Tol};
-use crate::tune::{run_tune, TuneSpec};
+use super::{block_tune_spec, uniform_i32, Case, GalleryKernel, Scale};
+use crate::harness::{compile_as, Arg, BufSpec, Expect, HostData, Instance, OutputCheck, Tol};
+use crate::tune::run_tune;
 use rand::rngs::SmallRng;
 use replay_dsl::spec::KernelEntry;
 use replay_dsl::Elem;
@@ -16,15 +16,17 @@ type Max = g::global_max::Kernel;
 /// Trailing sentinels after the histogram / the result, which must stay as they were.
 const SENTINELS: usize = 16;
 
+/// Elements of the benchmark case (and of the tuning problem).
+fn bench_n(scale: Scale) -> i64 {
+    scale.pick(1 << 26, 1 << 14)
+}
+
 pub(super) fn histogram() -> GalleryKernel {
     GalleryKernel {
         name: "histogram",
         entry: KernelEntry::of::<Hist>,
         cases: |scale| {
-            let s = |gpu: i64, small: i64| match scale {
-                Scale::Gpu => gpu,
-                Scale::Small => small,
-            };
+            let s = |gpu, small| scale.pick(gpu, small);
             vec![
                 Case::new(
                     &[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)],
@@ -39,28 +41,18 @@ pub(super) fn histogram() -> GalleryKernel {
         },
         // Fixed benchmark configuration: BLOCK 1024, 64 bins, 4 warps.
         bench: |scale| {
-            let n = match scale {
-                Scale::Gpu => 1 << 26,
-                Scale::Small => 1 << 14,
-            };
-            Case::new(&[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)], &[("n", n)])
+            Case::new(
+                &[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)],
+                &[("n", bench_n(scale))],
+            )
         },
         tiny: || Case::new(&[("BLOCK", 1024), ("BINS", 64), ("num_warps", 4)], &[("n", 1024)]),
         build: build_histogram,
         expect: expect_histogram,
         compile: compile_as::<Hist>,
         tune_spec: |scale| {
-            let n = if scale == Scale::Gpu { 1 << 26 } else { 1 << 14 };
-            TuneSpec {
-                shape: vec![("n", n)],
-                axes: vec![
-                    ("BLOCK", vec![256, 512, 1024, 2048, 4096]),
-                    ("num_warps", vec![2, 4, 8]),
-                ],
-                scalars: vec![("n", (n as i32).into())],
-                fills: vec![("x", Fill::Uniform(-8.0, 72.0)), ("hist", Fill::Constant(0.0))],
-                grid: |s, c| Grid::cdiv(get(s, "n") as u64, c("BLOCK") as u64),
-            }
+            let fills = vec![("x", Fill::Uniform(-8.0, 72.0)), ("hist", Fill::Constant(0.0))];
+            block_tune_spec(bench_n(scale), fills)
         },
         tune: run_tune::<Hist>,
     }
@@ -89,8 +81,8 @@ fn build_histogram(case: &Case, rng: &mut SmallRng, _slack: bool) -> Instance {
 
 fn expect_histogram(case: &Case, inst: &Instance, _sample: bool) -> Vec<OutputCheck> {
     let bins = case.get("BINS") as usize;
-    let x = inst.bufs[0].data.as_ref().expect("x").i32s();
-    let base = inst.bufs[1].data.as_ref().expect("hist").i32s();
+    let x = inst.host(0).i32s();
+    let base = inst.host(1).i32s();
     let counts = g::histogram_reference(x, bins);
     let mut entries: Vec<(usize, Expect)> = counts
         .iter()
@@ -110,10 +102,7 @@ pub(super) fn global_max() -> GalleryKernel {
         name: "global_max",
         entry: KernelEntry::of::<Max>,
         cases: |scale| {
-            let s = |gpu: i64, small: i64| match scale {
-                Scale::Gpu => gpu,
-                Scale::Small => small,
-            };
+            let s = |gpu, small| scale.pick(gpu, small);
             vec![
                 Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", s(1_000_003, 3_000))]),
                 Case::new(&[("BLOCK", 128), ("num_warps", 4)], &[("n", 5)]),
@@ -121,32 +110,17 @@ pub(super) fn global_max() -> GalleryKernel {
             ]
         },
         // Fixed benchmark configuration: BLOCK 1024, 4 warps.
-        bench: |scale| {
-            let n = match scale {
-                Scale::Gpu => 1 << 26,
-                Scale::Small => 1 << 14,
-            };
-            Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", n)])
-        },
+        bench: |scale| Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", bench_n(scale))]),
         tiny: || Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", 1024)]),
         build: build_max,
         expect: expect_max,
         compile: compile_as::<Max>,
         tune_spec: |scale| {
-            let n = if scale == Scale::Gpu { 1 << 26 } else { 1 << 14 };
-            TuneSpec {
-                shape: vec![("n", n)],
-                axes: vec![
-                    ("BLOCK", vec![256, 512, 1024, 2048, 4096]),
-                    ("num_warps", vec![2, 4, 8]),
-                ],
-                scalars: vec![("n", (n as i32).into())],
-                fills: vec![
-                    ("x", Fill::Uniform(-1e9, 1e9)),
-                    ("result", Fill::Constant(i32::MIN as f64)),
-                ],
-                grid: |s, c| Grid::cdiv(get(s, "n") as u64, c("BLOCK") as u64),
-            }
+            let fills = vec![
+                ("x", Fill::Uniform(-1e9, 1e9)),
+                ("result", Fill::Constant(i32::MIN as f64)),
+            ];
+            block_tune_spec(bench_n(scale), fills)
         },
         tune: run_tune::<Max>,
     }
@@ -173,8 +147,8 @@ fn build_max(case: &Case, rng: &mut SmallRng, _slack: bool) -> Instance {
 }
 
 fn expect_max(_case: &Case, inst: &Instance, _sample: bool) -> Vec<OutputCheck> {
-    let x = inst.bufs[0].data.as_ref().expect("x").i32s();
-    let init = inst.bufs[1].data.as_ref().expect("result").i32s();
+    let x = inst.host(0).i32s();
+    let init = inst.host(1).i32s();
     let m = x.iter().copied().fold(init[0], i32::max);
     let mut entries = vec![(0, Expect::Exact(m as i64))];
     entries.extend((1..init.len()).map(|i| (i, Expect::Untouched)));

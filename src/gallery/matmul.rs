@@ -1,6 +1,6 @@
 //! Tiled matrix product `c = a @ b` (fp32 FMA accumulation).
 
-use super::{rows_to_check, uniform_f32, Case, GalleryKernel, Scale, SLACK, U32};
+use super::{rows_to_check, uniform_f32, with_slack, Case, GalleryKernel, Scale, U32};
 use crate::harness::{compile_as, get, Arg, BufSpec, Expect, HostData, Instance, OutputCheck, Tol};
 use crate::tune::{run_tune, TuneSpec};
 use rand::rngs::SmallRng;
@@ -32,10 +32,7 @@ pub(super) fn kernel() -> GalleryKernel {
 }
 
 fn cases(scale: Scale) -> Vec<Case> {
-    let s = |gpu: i64, small: i64| match scale {
-        Scale::Gpu => gpu,
-        Scale::Small => small,
-    };
+    let s = |gpu, small| scale.pick(gpu, small);
     vec![
         // m, n, k all off the tiles.
         Case::new(
@@ -62,10 +59,7 @@ fn cases(scale: Scale) -> Vec<Case> {
 
 /// Fixed benchmark configuration: 64×64 tiles, BK 16, 4 warps.
 fn bench(scale: Scale) -> Case {
-    let s = match scale {
-        Scale::Gpu => 2048,
-        Scale::Small => 64,
-    };
+    let s = scale.pick(2048, 64);
     Case::new(
         &[("BM", 64), ("BN", 64), ("BK", 16), ("num_warps", 4)],
         &[("m", s), ("n", s), ("k", s)],
@@ -74,13 +68,12 @@ fn bench(scale: Scale) -> Case {
 
 fn build(case: &Case, rng: &mut SmallRng, slack: bool) -> Instance {
     let (m, n, k) = (case.get("m") as usize, case.get("n") as usize, case.get("k") as usize);
-    let extra = if slack { SLACK } else { 0 };
     Instance {
         shape: format!("{m}x{n}x{k}"),
         bufs: vec![
             BufSpec::data("a", HostData::F32(uniform_f32(rng, m * k, -1.0, 1.0))),
             BufSpec::data("b", HostData::F32(uniform_f32(rng, k * n, -1.0, 1.0))),
-            BufSpec::poisoned("c", Elem::F32, m * n + extra),
+            BufSpec::poisoned("c", Elem::F32, with_slack(m * n, slack)),
         ],
         args: vec![
             Arg::Buf(0),
@@ -104,8 +97,8 @@ fn build(case: &Case, rng: &mut SmallRng, slack: bool) -> Instance {
 /// (taken as 2k·u·(|a||b|)ᵢⱼ): a correct fp32 accumulation can never exceed it.
 fn expect(case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
     let (m, n, k) = (case.get("m") as usize, case.get("n") as usize, case.get("k") as usize);
-    let a = inst.bufs[0].data.as_ref().expect("a").f32s();
-    let b = inst.bufs[1].data.as_ref().expect("b").f32s();
+    let a = inst.host(0).f32s();
+    let b = inst.host(1).f32s();
     let rows = if sample {
         rows_to_check(m, true).into_iter().take(16).collect()
     } else {

@@ -10,16 +10,17 @@ mod atomics;
 mod matmul;
 mod rmsnorm;
 mod row_scan;
+mod rows;
 mod softmax;
 mod vector_add;
 
-use crate::harness::{Instance, Launcher, Named, OutputCheck};
+use crate::harness::{get, Instance, Launcher, Named, OutputCheck};
 use crate::tune::{TuneResult, TuneSpec};
 use rand::rngs::SmallRng;
 use rand::Rng;
 use replay_dsl::spec::KernelEntry;
-use replay_runtime::tune::Autotuner;
-use replay_runtime::{Device, RuntimeError};
+use replay_runtime::tune::{Autotuner, Fill};
+use replay_runtime::{Device, Grid, RuntimeError};
 
 /// Problem sizes for a GPU or for the CPU interpreter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -29,6 +30,16 @@ pub enum Scale {
     Gpu,
     /// The same cases at sizes the interpreter runs in a moment.
     Small,
+}
+
+impl Scale {
+    /// `gpu` at [`Scale::Gpu`], `small` at [`Scale::Small`].
+    pub fn pick(self, gpu: i64, small: i64) -> i64 {
+        match self {
+            Scale::Gpu => gpu,
+            Scale::Small => small,
+        }
+    }
 }
 
 /// A configuration and a problem shape.
@@ -124,6 +135,21 @@ pub fn filtered(filter: Option<&str>) -> Vec<GalleryKernel> {
         .collect()
 }
 
+/// The tuning problem of a kernel over `n` elements, one program per `BLOCK`: BLOCK ∈ {256, …,
+/// 4096} × num_warps ∈ {2, 4, 8}, the scalar `n`, and `fills`.
+pub(crate) fn block_tune_spec(n: i64, fills: Vec<(&'static str, Fill)>) -> TuneSpec {
+    TuneSpec {
+        shape: vec![("n", n)],
+        axes: vec![
+            ("BLOCK", vec![256, 512, 1024, 2048, 4096]),
+            ("num_warps", vec![2, 4, 8]),
+        ],
+        scalars: vec![("n", (n as i32).into())],
+        fills,
+        grid: |s, c| Grid::cdiv(get(s, "n") as u64, c("BLOCK") as u64),
+    }
+}
+
 /// `n` uniform `f32` in `[lo, hi)`.
 pub(crate) fn uniform_f32(rng: &mut SmallRng, n: usize, lo: f32, hi: f32) -> Vec<f32> {
     (0..n).map(|_| rng.gen_range(lo..hi)).collect()
@@ -171,6 +197,11 @@ pub(crate) fn rows_to_check(rows: usize, sample: bool) -> Vec<usize> {
 
 /// Trailing elements added to output buffers in checks.
 pub(crate) const SLACK: usize = 64;
+
+/// `len` elements plus [`SLACK`] when `slack`.
+pub(crate) fn with_slack(len: usize, slack: bool) -> usize {
+    len + if slack { SLACK } else { 0 }
+}
 
 /// The unit roundoff of `f32`.
 pub(crate) const U32: f64 = 1.0 / (1u64 << 24) as f64;

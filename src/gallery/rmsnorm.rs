@@ -1,6 +1,7 @@
 //! RMSNorm, `ROWS` rows per program.
 
-use super::{matrix, rows_to_check, uniform_f32, Case, GalleryKernel, Scale, SLACK};
+use super::rows::{row_case, tune_problem, RowShape};
+use super::{matrix, uniform_f32, Case, GalleryKernel, Scale};
 use crate::harness::{compile_as, get, Arg, BufSpec, Expect, HostData, Instance, OutputCheck, Tol};
 use crate::tune::{run_tune, TuneSpec};
 use rand::rngs::SmallRng;
@@ -20,12 +21,7 @@ pub(super) fn kernel() -> GalleryKernel {
         entry: KernelEntry::of::<K>,
         cases,
         bench,
-        tiny: || {
-            Case::new(
-                &[("ROWS", 1), ("BLOCK", 4096), ("num_warps", 8)],
-                &[("rows", 1), ("cols", 4096), ("stride", 4096)],
-            )
-        },
+        tiny: || row_case(&[("ROWS", 1), ("BLOCK", 4096), ("num_warps", 8)], 1, 4096, 4096),
         build,
         expect,
         compile: compile_as::<K>,
@@ -35,95 +31,70 @@ pub(super) fn kernel() -> GalleryKernel {
 }
 
 fn cases(scale: Scale) -> Vec<Case> {
-    let rows = |gpu: i64, small: i64| match scale {
-        Scale::Gpu => gpu,
-        Scale::Small => small,
-    };
+    let rows = |gpu, small| scale.pick(gpu, small);
     vec![
         // n_cols < BLOCK, padded stride.
-        Case::new(
+        row_case(
             &[("ROWS", 1), ("BLOCK", 1024), ("num_warps", 4)],
-            &[("rows", rows(1000, 3)), ("cols", 1000), ("stride", 1024)],
+            rows(1000, 3),
+            1000,
+            1024,
         ),
         // rows not a multiple of ROWS: the last program has masked rows.
-        Case::new(
+        row_case(
             &[("ROWS", 4), ("BLOCK", 256), ("num_warps", 4)],
-            &[("rows", rows(1001, 9)), ("cols", 250), ("stride", 256)],
+            rows(1001, 9),
+            250,
+            256,
         ),
         // The benchmark configuration.
-        Case::new(
+        row_case(
             &[("ROWS", 1), ("BLOCK", 4096), ("num_warps", 8)],
-            &[("rows", rows(256, 2)), ("cols", 4096), ("stride", 4096)],
+            rows(256, 2),
+            4096,
+            4096,
         ),
-        Case::new(
-            &[("ROWS", 2), ("BLOCK", 16), ("num_warps", 1)],
-            &[("rows", rows(33, 7)), ("cols", 10), ("stride", 16)],
-        ),
+        row_case(&[("ROWS", 2), ("BLOCK", 16), ("num_warps", 1)], rows(33, 7), 10, 16),
     ]
 }
 
 /// Fixed benchmark configuration: one row of 4096 per program, 8 warps.
 fn bench(scale: Scale) -> Case {
     match scale {
-        Scale::Gpu => Case::new(
-            &[("ROWS", 1), ("BLOCK", 4096), ("num_warps", 8)],
-            &[("rows", 65536), ("cols", 4096), ("stride", 4096)],
-        ),
-        Scale::Small => Case::new(
-            &[("ROWS", 1), ("BLOCK", 1024), ("num_warps", 4)],
-            &[("rows", 16), ("cols", 1024), ("stride", 1024)],
-        ),
+        Scale::Gpu => row_case(&[("ROWS", 1), ("BLOCK", 4096), ("num_warps", 8)], 65536, 4096, 4096),
+        Scale::Small => row_case(&[("ROWS", 1), ("BLOCK", 1024), ("num_warps", 4)], 16, 1024, 1024),
     }
 }
 
 fn build(case: &Case, rng: &mut SmallRng, slack: bool) -> Instance {
-    let (rows, cols, stride) = (
-        case.get("rows") as usize,
-        case.get("cols") as usize,
-        case.get("stride") as usize,
-    );
-    let extra = if slack { SLACK } else { 0 };
-    let x = matrix(rng, rows, cols, stride, -2.0, 2.0, 50.0);
-    let w = uniform_f32(rng, cols, -1.5, 1.5);
+    let sh = RowShape::of(case);
+    let x = matrix(rng, sh.rows, sh.cols, sh.stride, -2.0, 2.0, 50.0);
+    let w = uniform_f32(rng, sh.cols, -1.5, 1.5);
+    let mut args = vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2)];
+    args.extend(sh.args());
+    args.push(Arg::F32(EPS));
     Instance {
-        shape: format!("{rows}x{cols} (stride {stride})"),
+        shape: sh.label(),
         bufs: vec![
             BufSpec::data("x", HostData::F32(x)),
             BufSpec::data("w", HostData::F32(w)),
-            BufSpec::poisoned("out", Elem::F32, rows * stride + extra),
+            BufSpec::poisoned("out", Elem::F32, sh.out_len(slack)),
         ],
-        args: vec![
-            Arg::Buf(0),
-            Arg::Buf(1),
-            Arg::Buf(2),
-            Arg::I32(rows as i32),
-            Arg::I32(cols as i32),
-            Arg::I32(stride as i32),
-            Arg::F32(EPS),
-        ],
-        grid: Grid::cdiv(rows as u64, case.get("ROWS") as u64),
-        min_bytes: 8 * (rows * cols) as u64 + 4 * cols as u64,
+        args,
+        grid: Grid::cdiv(sh.rows as u64, case.get("ROWS") as u64),
+        min_bytes: 8 * (sh.rows * sh.cols) as u64 + 4 * sh.cols as u64,
         flops: 0,
     }
 }
 
 fn expect(case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
-    let (rows, cols, stride) = (
-        case.get("rows") as usize,
-        case.get("cols") as usize,
-        case.get("stride") as usize,
-    );
-    let x = inst.bufs[0].data.as_ref().expect("x").f32s();
-    let w = inst.bufs[1].data.as_ref().expect("w").f32s();
-    let mut entries = Vec::new();
-    for r in rows_to_check(rows, sample) {
-        let reference = g::reference(&x[r * stride..(r + 1) * stride], w, 1, cols, stride, EPS);
-        for (c, v) in reference.into_iter().enumerate() {
-            let e = if c < cols { Expect::Value(v) } else { Expect::Untouched };
-            entries.push((r * stride + c, e));
-        }
-    }
-    entries.extend((rows * stride..inst.bufs[2].len).map(|i| (i, Expect::Untouched)));
+    let sh = RowShape::of(case);
+    let x = inst.host(0).f32s();
+    let w = inst.host(1).f32s();
+    let entries = sh.entries(inst.bufs[2].len, sample, |r| {
+        let reference = g::reference(sh.row(x, r), w, 1, sh.cols, sh.stride, EPS);
+        reference.into_iter().map(Expect::Value).collect()
+    });
     vec![OutputCheck {
         buf: 2,
         entries,
@@ -135,20 +106,16 @@ fn expect(case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
 /// candidates (register-bound ones are pruned after loading).
 fn tune_spec(scale: Scale) -> TuneSpec {
     let b = bench(scale);
-    let (rows, cols, stride) = (b.get("rows"), b.get("cols"), b.get("stride"));
+    let (shape, mut scalars) = tune_problem(&b);
+    scalars.push(("eps", EPS.into()));
     TuneSpec {
-        shape: vec![("rows", rows), ("cols", cols), ("stride", stride)],
+        shape,
         axes: vec![
-            ("BLOCK", vec![(cols as u64).next_power_of_two() as i64]),
+            ("BLOCK", vec![(b.get("cols") as u64).next_power_of_two() as i64]),
             ("ROWS", vec![1, 2, 4, 8]),
             ("num_warps", vec![1, 2, 4, 8, 16]),
         ],
-        scalars: vec![
-            ("n_rows", (rows as i32).into()),
-            ("n_cols", (cols as i32).into()),
-            ("stride", (stride as i32).into()),
-            ("eps", EPS.into()),
-        ],
+        scalars,
         fills: vec![("w", Fill::Uniform(0.5, 1.5))],
         grid: |s, c| Grid::cdiv(get(s, "rows") as u64, c("ROWS") as u64),
     }

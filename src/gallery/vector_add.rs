@@ -1,6 +1,6 @@
 //! `out = x + y`.
 
-use super::{uniform_f32, Case, GalleryKernel, Scale, SLACK};
+use super::{block_tune_spec, uniform_f32, with_slack, Case, GalleryKernel, Scale};
 use crate::harness::{compile_as, Arg, BufSpec, Expect, HostData, Instance, OutputCheck, Tol};
 use crate::tune::{run_tune, TuneSpec};
 use rand::rngs::SmallRng;
@@ -27,10 +27,7 @@ pub(super) fn kernel() -> GalleryKernel {
 }
 
 fn cases(scale: Scale) -> Vec<Case> {
-    let big = |n_gpu: i64, n_small: i64| match scale {
-        Scale::Gpu => n_gpu,
-        Scale::Small => n_small,
-    };
+    let big = |gpu, small| scale.pick(gpu, small);
     vec![
         // n not a multiple of BLOCK: the last program is partly masked.
         Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", big(1_000_003, 3_000))]),
@@ -45,22 +42,18 @@ fn cases(scale: Scale) -> Vec<Case> {
 
 /// Fixed benchmark configuration: BLOCK 1024, 4 warps (8 elements per thread).
 fn bench(scale: Scale) -> Case {
-    let n = match scale {
-        Scale::Gpu => 1 << 28,
-        Scale::Small => 1 << 14,
-    };
+    let n = scale.pick(1 << 28, 1 << 14);
     Case::new(&[("BLOCK", 1024), ("num_warps", 4)], &[("n", n)])
 }
 
 fn build(case: &Case, rng: &mut SmallRng, slack: bool) -> Instance {
     let n = case.get("n") as usize;
-    let extra = if slack { SLACK } else { 0 };
     Instance {
         shape: format!("n={n}"),
         bufs: vec![
             BufSpec::data("x", HostData::F32(uniform_f32(rng, n, -1.0, 1.0))),
             BufSpec::data("y", HostData::F32(uniform_f32(rng, n, -1.0, 1.0))),
-            BufSpec::poisoned("out", Elem::F32, n + extra),
+            BufSpec::poisoned("out", Elem::F32, with_slack(n, slack)),
         ],
         args: vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::I32(n as i32)],
         grid: Grid::cdiv(n as u64, case.get("BLOCK") as u64),
@@ -71,8 +64,8 @@ fn build(case: &Case, rng: &mut SmallRng, slack: bool) -> Instance {
 
 /// One correctly rounded addition per element: elementwise relative error ≤ 2⁻²⁴.
 fn expect(_case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
-    let x = inst.bufs[0].data.as_ref().expect("x").f32s();
-    let y = inst.bufs[1].data.as_ref().expect("y").f32s();
+    let x = inst.host(0).f32s();
+    let y = inst.host(1).f32s();
     let n = x.len();
     let step = if sample { (n / (1 << 20)).max(1) } else { 1 };
     let idx: Vec<usize> = (0..n).step_by(step).chain(n.saturating_sub(1)..n).collect();
@@ -89,15 +82,5 @@ fn expect(_case: &Case, inst: &Instance, sample: bool) -> Vec<OutputCheck> {
 }
 
 fn tune_spec(scale: Scale) -> TuneSpec {
-    let n = bench(scale).get("n");
-    TuneSpec {
-        shape: vec![("n", n)],
-        axes: vec![
-            ("BLOCK", vec![256, 512, 1024, 2048, 4096]),
-            ("num_warps", vec![2, 4, 8]),
-        ],
-        scalars: vec![("n", (n as i32).into())],
-        fills: vec![],
-        grid: |s, c| Grid::cdiv(crate::harness::get(s, "n") as u64, c("BLOCK") as u64),
-    }
+    block_tune_spec(bench(scale).get("n"), vec![])
 }
