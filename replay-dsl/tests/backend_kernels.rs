@@ -620,3 +620,129 @@ fn layout_conversions() {
         assert!(c[0].ptx.contains("st.shared") && c[0].shared_bytes > 0);
     }
 }
+
+/// The layout stage has no conversion and the PTX no barrier.
+fn assert_no_exchange(c: &Compiled) {
+    let layout = c.stage("layout").unwrap();
+    assert!(!layout.contains("convert"), "conversion in {}:\n{layout}", c.entry);
+    assert!(
+        !c.ptx.contains("bar.sync"),
+        "barrier in {}:\n{}",
+        c.entry,
+        numbered(&c.ptx)
+    );
+    assert!(!c.ptx.contains("st.shared"), "shared memory in {}", c.entry);
+}
+
+/// A Mamba-2 decode-like step on a `[BV, DK]` state tile: `x[BV]` is loaded next to the row
+/// reduction `sum(S * q[None, :], 1)` in its sliced layout, `k[DK]`/`q[DK]` along rows in the
+/// state's layout without dimension 0, `x[:, None]` along columns: no conversion, no barrier,
+/// and the state keeps 16-byte accesses.
+#[test]
+fn propagation_sliced_vector_and_row_col_broadcasts() {
+    for (bv, dk, warps) in [(32, 128, 4), (16, 128, 4), (64, 64, 8), (8, 32, 1)] {
+        let k = trace(
+            "decode_like",
+            vec![
+                ptr("x", Elem::BF16),
+                ptr("k", Elem::BF16),
+                ptr("q", Elem::BF16),
+                ptr("s", Elem::F32),
+                ptr("out", Elem::BF16),
+                param("dt", DType::Val(Elem::F32), 1),
+            ],
+            vec![],
+            warps,
+            |a| {
+                let dt = Tile::<f32>::from_value(a[5]);
+                let (v, kk) = (arange(bv), arange(dk));
+                let xv = load(typed::<bf16>(a[0]) + v, true).cast::<f32>();
+                let kv = load(typed::<bf16>(a[1]) + kk, true).cast::<f32>();
+                let qv = load(typed::<bf16>(a[2]) + kk, true).cast::<f32>();
+                let sptr = typed::<f32>(a[3]) + (v * dk as i32).expand_dims(1) + kk.expand_dims(0);
+                let s = load(sptr, true) * dt + (dt * xv).expand_dims(1) * kv.expand_dims(0);
+                let y = sum(s * qv.expand_dims(0), 1) + xv * 2.0f32;
+                store(typed::<bf16>(a[4]) + v, y.cast::<bf16>(), true);
+                store(sptr, s, true);
+            },
+        )
+        .unwrap();
+        let c = check(&k);
+        assert_no_exchange(&c[0]);
+        assert!(c[0].ptx.contains("ld.global.v4.f32") && c[0].ptx.contains("st.global.v4.f32"));
+    }
+}
+
+/// A scalar reduction of a small vector broadcast over a tile, and a reduction along rows whose
+/// result is added to a row reduction of another tile (its input is laid out so that the result
+/// lands in the other reduction's layout, and the scan feeding it needs no conversion either).
+#[test]
+fn propagation_scalar_broadcast_and_lifted_reduction() {
+    for (nr, bv, dk) in [(16, 16, 128), (32, 32, 64), (8, 16, 128)] {
+        let k = trace(
+            "replay_like",
+            vec![
+                ptr("dt", Elem::F32),
+                ptr("xs", Elem::BF16),
+                ptr("q", Elem::BF16),
+                ptr("s", Elem::F32),
+                ptr("out", Elem::F32),
+            ],
+            vec![],
+            4,
+            |a| {
+                let (i, v, kk) = (arange(nr), arange(bv), arange(dk));
+                let dt = load(typed::<f32>(a[0]) + i, true);
+                let w = exp(cumsum(dt, 0) * -0.5f32) * dt;
+                let gamma = exp(sum(dt, 0));
+                let xs = load(
+                    typed::<bf16>(a[1]) + (i * bv as i32).expand_dims(1) + v.expand_dims(0),
+                    true,
+                )
+                .cast::<f32>();
+                let qv = load(typed::<bf16>(a[2]) + kk, true).cast::<f32>();
+                let s = load(
+                    typed::<f32>(a[3]) + (v * dk as i32).expand_dims(1) + kk.expand_dims(0),
+                    true,
+                );
+                let y = gamma * sum(s * qv.expand_dims(0), 1) + sum(xs * w.expand_dims(1), 0);
+                store(typed::<f32>(a[4]) + v, y, true);
+            },
+        )
+        .unwrap();
+        let c = check(&k);
+        if nr == 16 {
+            assert_no_exchange(&c[0]);
+        } else {
+            // The scan's layout and the one the lifted reduction wants differ inside warps only.
+            assert!(!c[0].ptx.contains("bar.sync") && !c[0].ptx.contains("st.shared"));
+        }
+    }
+}
+
+/// A conversion between two layouts that differ only inside warps (a scan's result broadcast
+/// along the columns of a large tile) uses shuffles, not shared memory.
+#[test]
+fn in_warp_conversion_uses_shuffles() {
+    for warps in [4, 1] {
+        let k = trace(
+            "shuffle_convert",
+            vec![ptr("dt", Elem::F32), ptr("x", Elem::F32), ptr("out", Elem::F32)],
+            vec![],
+            warps,
+            |a| {
+                let (i, c) = (arange(32), arange(64));
+                let w = cumsum(load(typed::<f32>(a[0]) + i, true), 0);
+                let offs = (i * 64).expand_dims(1) + c.expand_dims(0);
+                let x = load(typed::<f32>(a[1]) + offs, true);
+                store(typed::<f32>(a[2]) + offs, x * w.expand_dims(1), true);
+            },
+        )
+        .unwrap();
+        let c = check(&k);
+        let layout = c[0].stage("layout").unwrap();
+        assert!(layout.contains("convert"), "{layout}");
+        assert!(c[0].ptx.contains("shfl.sync.idx"), "{}", c[0].ptx);
+        assert!(!c[0].ptx.contains("st.shared"), "{}", numbered(&c[0].ptx));
+    }
+}

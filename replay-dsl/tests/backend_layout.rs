@@ -2,7 +2,7 @@
 
 use replay_dsl::backend::assign::{Assignment, Kind};
 use replay_dsl::backend::axis::{AxisTable, MAX_DIV};
-use replay_dsl::backend::layout::{Bit, Layout};
+use replay_dsl::backend::layout::{in_warp_plan, Bit, Layout, LANE_BITS};
 use replay_dsl::front::builder::trace;
 use replay_dsl::front::tile::Tile;
 use replay_dsl::ir::{walk_insts, CmpOp, Kernel, Op, Param, Value};
@@ -220,14 +220,90 @@ fn assignment_avoids_conversions_in_common_patterns() {
     let axis = AxisTable::analyze(&k);
     let a = Assignment::new(&k, &axis);
     let loads = find(&k, |o| matches!(o, Op::Load { .. }));
+    // The 8 KiB tile is a real load; the small vectors are issued in their users' layouts.
+    assert_eq!(a.kind(loads[0]), Kind::Real);
+    assert_eq!(a.kind(loads[1]), Kind::Remat);
+    assert_eq!(a.kind(loads[2]), Kind::Remat);
     for l in &loads {
-        assert_eq!(a.kind(*l), Kind::Real);
-        assert_eq!(a.emitted(*l).len(), 1, "no conversion of %{}:\n{}", l.0, a.describe());
+        assert_eq!(a.emitted(*l).len(), 1, "one layout for %{}:\n{}", l.0, a.describe());
     }
-    // q adopted the parent's layout without dimension 0's bits.
+    // q is loaded in the parent's layout without dimension 0's bits.
     let x_layout = a.layout(a.natural(loads[0]).unwrap()).clone();
-    let q_layout = a.layout(a.natural(loads[1]).unwrap()).clone();
+    let q_layout = a.layout(a.emitted(loads[1])[0]).clone();
     assert_eq!(q_layout, x_layout.without_dims(&[0], &[1, 128]).delete_dim(0));
     let red = find(&k, |o| matches!(o, Op::Reduce { .. }))[0];
     assert_eq!(a.layout(a.natural(red).unwrap()), &x_layout.slice(1));
+}
+
+/// The in-warp conversion plan reads, for every thread and target register, a source register
+/// and lane of the same warp holding the same element.
+#[test]
+fn in_warp_conversion_plans_are_exact() {
+    let warps = 4usize;
+    let shape = [16usize, 8];
+    let all: Vec<Bit> = (0..4).map(|i| b(0, i)).chain((0..3).map(|i| b(1, i))).collect();
+    // Layouts from rotations of the coordinate bits over (regs, lanes, warps), with replication.
+    let mut layouts = Vec::new();
+    for rot in 0..all.len() {
+        for nreg in 0..3 {
+            for repl in [None, Some(0usize), Some(3)] {
+                let bits: Vec<Bit> = (0..all.len()).map(|i| all[(i + rot) % all.len()]).collect();
+                let mut it = bits.into_iter();
+                let regs: Vec<Bit> = it.by_ref().take(nreg).collect();
+                let mut lanes = vec![None; LANE_BITS];
+                for (j, slot) in lanes.iter_mut().enumerate() {
+                    if Some(j) != repl {
+                        *slot = it.next();
+                    }
+                }
+                let mut ws = vec![None; 2];
+                for slot in ws.iter_mut() {
+                    *slot = it.next();
+                }
+                let mut regs = regs;
+                regs.extend(it);
+                layouts.push(Layout {
+                    shape: shape.to_vec(),
+                    regs,
+                    lanes,
+                    warps: ws,
+                });
+            }
+        }
+    }
+    let elem = |l: &Layout, t: usize, r: usize| -> Vec<usize> {
+        let mut c: Vec<usize> = (0..2).map(|d| l.reg_coord(r, d)).collect();
+        for (hw, bit) in l.thread_bits() {
+            if t >> hw & 1 == 1 {
+                c[bit.dim as usize] |= 1 << bit.bit;
+            }
+        }
+        c
+    };
+    let mut planned = 0;
+    for from in &layouts {
+        for to in &layouts {
+            let Some(plan) = in_warp_plan(from, to) else { continue };
+            planned += 1;
+            for t in 0..32 * warps {
+                let dynamic = plan
+                    .dynamic
+                    .iter()
+                    .fold(0usize, |acc, (tb, lb)| acc | ((t >> tb & 1) << lb));
+                for (r, (rho, lane)) in plan.regs.iter().enumerate() {
+                    let src = (t & !31) | dynamic | *lane as usize;
+                    assert_eq!(
+                        elem(from, src, *rho),
+                        elem(to, t, r),
+                        "{from} -> {to}, thread {t}, reg {r}"
+                    );
+                    if plan.local {
+                        // Replicated lanes hold the same elements: the thread's own copy.
+                        assert_eq!(elem(from, t, *rho), elem(to, t, r));
+                    }
+                }
+            }
+        }
+    }
+    assert!(planned > layouts.len(), "only {planned} plans");
 }

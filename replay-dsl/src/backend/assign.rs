@@ -11,14 +11,27 @@
 //!   layout `L` is its source in a translated layout, with no instructions.
 //!
 //! Requests flow backwards from every real op to its operands; a real value requested in a layout
-//! other than its natural one gets a conversion through shared memory, emitted right after its
-//! definition. Loads are anchors with a coalesced default layout, but a load whose users all ask
-//! for one other layout adopts it (so `q[None, :]` uses the sliced layout of the 2-D tile it
-//! multiplies and `v[:, None] * k[None, :]` needs no conversion). The forward and request passes
-//! repeat until no load changes its layout.
+//! other than its natural one gets a conversion (register selection when every thread already
+//! holds what it needs, else through shared memory), emitted right after its definition.
+//!
+//! Layouts are chosen backwards from the consumers (Triton's layout propagation / removal of
+//! conversions), by repeating the forward and request passes until nothing changes:
+//! - **small loads** (at most [`SMALL_LOAD_BYTES`]) whose address and mask are themselves remat are
+//!   remat: they are issued directly in every layout their users request (the address tile is
+//!   recomputed in that layout; the L1 serves the repeats), so `x[BV]` next to
+//!   `sum(S * q[None, :], 1)` is loaded in the sliced layout of `S` and `k[None, :]` in `S`'s
+//!   layout without dimension 0;
+//! - **large loads** are anchors with a coalesced, vectorised default layout; one whose users all
+//!   ask for one other layout adopts it if its accesses stay as wide and as coalesced;
+//! - a real **elementwise** op whose users all ask for one other layout adopts it (its operands
+//!   are then requested there, so the request travels back to the loads);
+//! - a **reduction** of a remat value whose users all ask for one layout `O` of its result reads
+//!   its input in `O` with the reduced axis inserted into `O`'s replicated lanes (then registers,
+//!   then warps), so the result is produced in `O` (e.g. `sum(xs * w[:, None], 0)` added to a
+//!   row reduction of the state tile).
 
 use super::axis::AxisTable;
-use super::layout::{Layout, LayoutId, LayoutTable};
+use super::layout::{Bit, Layout, LayoutId, LayoutTable};
 use crate::ir::{Block, Inst, Kernel, Op, Value};
 use crate::types::{DType, Ty};
 use std::collections::{HashMap, HashSet};
@@ -46,12 +59,28 @@ pub struct Assignment<'k> {
     natural: Vec<Option<LayoutId>>,
     emit: Vec<Vec<LayoutId>>,
     used: Vec<bool>,
-    load_layout: HashMap<Value, LayoutId>,
-    load_requests: HashMap<Value, Vec<LayoutId>>,
+    /// Layouts adopted backwards by real loads and elementwise ops.
+    pref: HashMap<Value, LayoutId>,
+    /// Result layouts wanted by the users of reductions of remat values.
+    red_pref: HashMap<Value, LayoutId>,
+    /// The layout each reduction reads its input in (by result).
+    red_in: HashMap<Value, LayoutId>,
+    /// Every layout each real tile value was requested in during the last request pass.
+    requests: HashMap<Value, Vec<LayoutId>>,
     adopted: HashSet<Value>,
+    /// Small loads made real again because their users want them in several layouts.
+    no_remat: HashSet<Value>,
     visited: HashSet<(Value, LayoutId)>,
     scalar: LayoutId,
 }
+
+/// Loads of at most this many bytes are rematerialised in every requested layout.
+pub const SMALL_LOAD_BYTES: usize = 2048;
+/// Remat loads of more than this many bytes wanted in several layouts are loaded once instead
+/// (each layout would hold its own registers).
+pub const MULTI_LAYOUT_LOAD_BYTES: usize = 1024;
+/// ... or of more than this many elements per thread.
+pub const MULTI_LAYOUT_LOAD_ELEMS: usize = 8;
 
 /// Bytes of one element of `dtype` in registers-to-memory terms (pointers are 8 bytes).
 pub fn dtype_bytes(dtype: DType) -> usize {
@@ -76,9 +105,12 @@ impl<'k> Assignment<'k> {
             natural: vec![None; n],
             emit: vec![Vec::new(); n],
             used: vec![false; n],
-            load_layout: HashMap::new(),
-            load_requests: HashMap::new(),
+            pref: HashMap::new(),
+            red_pref: HashMap::new(),
+            red_in: HashMap::new(),
+            requests: HashMap::new(),
             adopted: HashSet::new(),
+            no_remat: HashSet::new(),
             visited: HashSet::new(),
             scalar,
         };
@@ -94,10 +126,11 @@ impl<'k> Assignment<'k> {
             a.natural.iter_mut().for_each(|x| *x = None);
             a.emit.iter_mut().for_each(Vec::clear);
             a.visited.clear();
-            a.load_requests.clear();
+            a.requests.clear();
+            a.red_in.clear();
             a.forward(&kernel.body);
             a.request_block(&kernel.body, &[]);
-            if round == 3 || !a.adopt() {
+            if round == 31 || !a.adopt() {
                 break;
             }
         }
@@ -169,9 +202,96 @@ impl<'k> Assignment<'k> {
         }
     }
 
-    /// The layout a reduction reads its input in.
-    pub fn reduce_input(&mut self, v: Value) -> LayoutId {
-        self.natural_or_default(v)
+    /// The layout the reduction with result `r` reads its input in.
+    pub fn reduce_input(&self, r: Value) -> LayoutId {
+        self.red_in[&r]
+    }
+
+    /// True if `v` is a scalar or obtains its registers without a real tile (remat values and
+    /// views of them): requesting it in any layout costs no conversion.
+    fn is_cheap(&self, v: Value) -> bool {
+        if self.ty(v).rank() == 0 {
+            return true;
+        }
+        match self.kind(v) {
+            Kind::Real => false,
+            Kind::Remat => true,
+            Kind::View => self.is_cheap(self.defs[v.0 as usize].expect("view has a definition").op.operands()[0]),
+        }
+    }
+
+    /// True if the load `r` of `ptr` (with `mask`, `other`) is small and its operands are cheap.
+    fn is_remat_load(&self, r: Value, ops: &[Value]) -> bool {
+        let ty = self.ty(r);
+        ty.rank() > 0
+            && !self.no_remat.contains(&r)
+            && ty.numel() * dtype_bytes(ty.dtype) <= SMALL_LOAD_BYTES
+            && ops.iter().all(|o| self.is_cheap(*o))
+    }
+
+    /// Number of consecutive elements along the last dimension covered by the contiguous
+    /// registers and then consecutive lanes of `l` (log2): how coalesced a warp's access is.
+    fn coalesced_bits(l: &Layout) -> usize {
+        let Some(last) = l.shape.len().checked_sub(1) else {
+            return 0;
+        };
+        let k = l.contiguous_regs().trailing_zeros() as usize;
+        k + l
+            .lanes
+            .iter()
+            .enumerate()
+            .take_while(|(j, b)| {
+                **b == Some(Bit {
+                    dim: last as u8,
+                    bit: (k + j) as u8,
+                })
+            })
+            .count()
+    }
+
+    /// The input layout of a reduction along `axis` of a value of shape `shape` whose result is
+    /// wanted in `out`: `out` with the axis inserted, its low bits in registers when it is the
+    /// contiguous dimension (up to 16 bytes), then in `out`'s replicated lanes, then in
+    /// registers (up to 16 per thread for the tile), then in replicated warps, then registers.
+    fn lift(&self, out: LayoutId, axis: usize, shape: &[usize], elem_bytes: usize) -> Layout {
+        let o = self.table.get(out);
+        let shift = |b: Bit| Bit {
+            dim: if b.dim as usize >= axis { b.dim + 1 } else { b.dim },
+            bit: b.bit,
+        };
+        let n = shape[axis].trailing_zeros() as usize;
+        let mut axis_bits = (0..n).map(|b| Bit {
+            dim: axis as u8,
+            bit: b as u8,
+        });
+        let nvec = if axis + 1 == shape.len() {
+            ((16 / elem_bytes.max(1)).max(1).trailing_zeros() as usize).min(n)
+        } else {
+            0
+        };
+        let mut regs: Vec<Bit> = axis_bits.by_ref().take(nvec).collect();
+        regs.extend(o.regs.iter().map(|b| shift(*b)));
+        let mut lanes: Vec<Option<Bit>> = o.lanes.iter().map(|b| b.map(shift)).collect();
+        let mut warps: Vec<Option<Bit>> = o.warps.iter().map(|b| b.map(shift)).collect();
+        for slot in lanes.iter_mut().filter(|s| s.is_none()) {
+            *slot = axis_bits.next();
+        }
+        while regs.len() < 4 {
+            match axis_bits.next() {
+                Some(b) => regs.push(b),
+                None => break,
+            }
+        }
+        for slot in warps.iter_mut().filter(|s| s.is_none()) {
+            *slot = axis_bits.next();
+        }
+        regs.extend(axis_bits);
+        Layout {
+            shape: shape.to_vec(),
+            regs,
+            lanes,
+            warps,
+        }
     }
 
     /// The layout a scan runs in (its input's, when that one suits scans).
@@ -226,7 +346,7 @@ impl<'k> Assignment<'k> {
                 let l = self.store_layout(*ptr, *value, *mask);
                 all(l)
             }
-            Op::Reduce { value, .. } => vec![(*value, self.reduce_input(*value))],
+            Op::Reduce { value, .. } => vec![(*value, self.reduce_input(inst.results[0]))],
             Op::Scan { value, axis, .. } => vec![(*value, self.scan_input(*value, *axis))],
             Op::Dot { a, b, acc } => {
                 let (la, lb) = (self.natural_or_default(*a), self.natural_or_default(*b));
@@ -278,6 +398,7 @@ impl<'k> Assignment<'k> {
                     if rank == 0 {
                         self.set_real(r, self.scalar);
                     } else if let Some(l) = inst.op.operands().into_iter().find_map(|v| self.natural(v)) {
+                        let l = self.pref.get(&r).copied().unwrap_or(l);
                         self.set_real(r, l);
                     } else {
                         self.kind[r.0 as usize] = Kind::Remat;
@@ -285,18 +406,28 @@ impl<'k> Assignment<'k> {
                 }
                 Op::Load { ptr, mask, .. } => {
                     let r = r.unwrap();
-                    let l = match self.load_layout.get(&r) {
+                    if self.is_remat_load(r, &inst.op.operands()) {
+                        self.kind[r.0 as usize] = Kind::Remat;
+                        continue;
+                    }
+                    let l = match self.pref.get(&r) {
                         Some(l) => *l,
-                        None => {
-                            let l = self.anchor(*ptr, *mask, 16);
-                            self.load_layout.insert(r, l);
-                            l
-                        }
+                        None => self.anchor(*ptr, *mask, 16),
                     };
                     self.set_real(r, l);
                 }
                 Op::Reduce { value, axis, .. } => {
-                    let l = self.reduce_input(*value);
+                    let r0 = r.unwrap();
+                    let l = match (self.natural(*value), self.red_pref.get(&r0).copied()) {
+                        (Some(l), _) => l,
+                        (None, Some(o)) => {
+                            let ty = self.ty(*value);
+                            let lifted = self.lift(o, *axis, &ty.shape, dtype_bytes(ty.dtype));
+                            self.table.intern(lifted)
+                        }
+                        (None, None) => self.default_layout(self.ty(*value)),
+                    };
+                    self.red_in.insert(r0, l);
                     let out = self.table.get(l).slice(*axis);
                     let out = self.table.intern(out);
                     self.set_real(r.unwrap(), out);
@@ -415,12 +546,15 @@ impl<'k> Assignment<'k> {
                     if self.natural[i] != Some(l) {
                         self.emit[i].push(l);
                     }
-                    if let Some(Op::Load { .. }) = self.defs[i].map(|d| &d.op) {
-                        self.load_requests.entry(v).or_default().push(l);
+                    if self.ty(v).rank() > 0 {
+                        self.requests.entry(v).or_default().push(l);
                     }
                 }
                 Kind::Remat => {
                     self.emit[i].push(l);
+                    if let Some(Op::Load { .. }) = self.defs[i].map(|d| &d.op) {
+                        self.requests.entry(v).or_default().push(l);
+                    }
                     let def = self.defs[i].expect("remat value has a definition");
                     for o in def.op.operands() {
                         let ol = if self.ty(o).rank() == 0 { self.scalar } else { l };
@@ -435,17 +569,65 @@ impl<'k> Assignment<'k> {
         }
     }
 
-    /// Lets loads whose users all request one other layout adopt it; true if any changed.
+    /// Lets real values whose users all request one other layout produce it directly (see the
+    /// module doc); true if any decision changed.
     fn adopt(&mut self) -> bool {
         let mut changed = false;
-        let mut loads: Vec<(&Value, &Vec<LayoutId>)> = self.load_requests.iter().collect();
-        loads.sort_by_key(|(v, _)| **v);
-        for (v, reqs) in loads {
-            let first = reqs[0];
-            if reqs.iter().all(|l| *l == first) && self.load_layout.get(v) != Some(&first) && !self.adopted.contains(v)
-            {
-                self.adopted.insert(*v);
-                self.load_layout.insert(*v, first);
+        let mut vals: Vec<(Value, Vec<LayoutId>)> = self.requests.iter().map(|(v, r)| (*v, r.clone())).collect();
+        vals.sort_by_key(|(v, _)| *v);
+        // Reductions first: their choice changes what their inputs' producers are asked for.
+        for (v, reqs) in &vals {
+            let want = reqs[0];
+            if let Some(Op::Reduce { value, .. }) = self.defs[v.0 as usize].map(|d| &d.op) {
+                if self.natural(*value).is_none()
+                    && reqs.iter().all(|l| *l == want)
+                    && self.natural(*v) != Some(want)
+                    && !self.adopted.contains(v)
+                {
+                    self.adopted.insert(*v);
+                    self.red_pref.insert(*v, want);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            return true;
+        }
+        for (v, reqs) in vals {
+            let want = reqs[0];
+            let agree = reqs.iter().all(|l| *l == want);
+            if self.kind(v) == Kind::Remat {
+                let ty = self.ty(v);
+                let per_thread = ty.numel() / (32 * self.kernel.num_warps as usize);
+                if !agree
+                    && (ty.numel() * dtype_bytes(ty.dtype) > MULTI_LAYOUT_LOAD_BYTES
+                        || per_thread > MULTI_LAYOUT_LOAD_ELEMS)
+                {
+                    self.no_remat.insert(v);
+                    changed = true;
+                }
+                continue;
+            }
+            if !agree || self.natural(v) == Some(want) || self.adopted.contains(&v) {
+                continue;
+            }
+            let Some(def) = self.defs[v.0 as usize] else { continue };
+            let ok = match &def.op {
+                Op::Load { .. } => {
+                    let nat = self.table.get(self.natural(v).expect("real load"));
+                    let new = self.table.get(want);
+                    new.contiguous_regs() >= nat.contiguous_regs()
+                        && Self::coalesced_bits(new) >= Self::coalesced_bits(nat).min(5)
+                }
+                Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::AddPtr(..) => {
+                    // At most one operand pays a conversion instead of the result.
+                    def.op.operands().iter().filter(|o| !self.is_cheap(**o)).count() <= 1
+                }
+                _ => false,
+            };
+            if ok {
+                self.adopted.insert(v);
+                self.pref.insert(v, want);
                 changed = true;
             }
         }

@@ -411,3 +411,69 @@ impl LayoutTable {
         self.list.iter().enumerate().map(|(i, l)| (LayoutId(i as u32), l))
     }
 }
+
+/// How to convert between two layouts inside each warp (a `shfl.sync.idx` per target register, or a register selection).
+#[derive(Debug, PartialEq, Eq)]
+pub struct InWarpPlan {
+    /// Per register of the target layout: the source register and the constant part of the
+    /// source lane.
+    pub regs: Vec<(usize, u32)>,
+    /// `(thread-id bit, source-lane bit)`: the thread-dependent part of the source lane.
+    pub dynamic: Vec<(u32, u32)>,
+    /// True if every thread reads its own registers (no shuffle).
+    pub local: bool,
+}
+
+/// The in-warp conversion plan from `from` to `to`, if one exists: every coordinate bit held by
+/// a warp bit of `from` is held by the same warp bit of `to`, and every coordinate bit held by a
+/// register of `from` is held by a register of `to`.
+pub fn in_warp_plan(from: &Layout, to: &Layout) -> Option<InWarpPlan> {
+    if from.shape != to.shape || from.warps.len() != to.warps.len() {
+        return None;
+    }
+    for (w, b) in from.warps.iter().enumerate() {
+        if b.is_some() && to.warps[w] != *b {
+            return None;
+        }
+    }
+    let to_reg = |c: Bit| to.regs.iter().position(|b| *b == c);
+    let to_thread = |c: Bit| -> Option<u32> {
+        if let Some(t) = to.lanes.iter().position(|b| *b == Some(c)) {
+            return Some(t as u32);
+        }
+        to.warps
+            .iter()
+            .position(|b| *b == Some(c))
+            .map(|w| (LANE_BITS + w) as u32)
+    };
+    if from.regs.iter().any(|c| to_reg(*c).is_none()) {
+        return None;
+    }
+    // Thread-dependent source-lane bits.
+    let mut dynamic = Vec::new();
+    for (j, b) in from.lanes.iter().enumerate() {
+        if let Some(c) = b {
+            if to_reg(*c).is_none() {
+                dynamic.push((to_thread(*c)?, j as u32));
+            }
+        }
+    }
+    let mut regs = Vec::with_capacity(to.num_regs());
+    let mut local = dynamic.iter().all(|(t, j)| t == j);
+    for r in 0..to.num_regs() {
+        let has = |c: Bit| to_reg(c).is_some_and(|i| r >> i & 1 == 1);
+        let rho = from
+            .regs
+            .iter()
+            .enumerate()
+            .fold(0, |acc, (i, c)| acc | (usize::from(has(*c)) << i));
+        let lane = from
+            .lanes
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (j, b)| acc | (u32::from(b.is_some_and(has)) << j));
+        local &= lane == 0;
+        regs.push((rho, lane));
+    }
+    Some(InWarpPlan { regs, dynamic, local })
+}

@@ -5,7 +5,7 @@
 use super::regs::{Class, Reg};
 use super::Emitter;
 use crate::backend::assign::dtype_bytes;
-use crate::backend::layout::{Layout, LayoutId};
+use crate::backend::layout::{in_warp_plan, Layout, LayoutId};
 use crate::error::CompileError;
 use crate::types::{DType, Elem};
 
@@ -135,11 +135,89 @@ impl Emitter<'_> {
         if from == to {
             return Ok(regs.to_vec());
         }
+        if let Some(out) = self.convert_in_warp(regs, from, to) {
+            return Ok(out);
+        }
         let numel = self.asg.layout(from).numel();
         self.smem_begin(numel * mem_bytes(dtype));
         self.smem_store(regs, dtype, from, 0, None);
         emit!(self, "bar.sync 0");
         Ok(self.smem_load(dtype, to, 0))
+    }
+
+    /// Converts without shared memory when every element a thread needs in `to` is held, in
+    /// `from`, by a lane of its own warp in a register known at compile time: a register
+    /// selection when that lane is itself, else one `shfl.sync.idx` per register of `to`.
+    fn convert_in_warp(&mut self, regs: &[Reg], from: LayoutId, to: LayoutId) -> Option<Vec<Reg>> {
+        let plan = in_warp_plan(self.asg.layout(from), self.asg.layout(to))?;
+        let cls = regs.first()?.class;
+        if !plan.local && !matches!(cls, Class::B32 | Class::F32 | Class::B64 | Class::Pred | Class::B16) {
+            return None;
+        }
+        if plan.local {
+            return Some(plan.regs.iter().map(|(rho, _)| regs[*rho]).collect());
+        }
+        let base = self.gather(&plan.dynamic);
+        let mut out = Vec::with_capacity(plan.regs.len());
+        for (rho, lane) in &plan.regs {
+            let src = match base {
+                Some(b) if *lane == 0 => b.to_string(),
+                Some(b) => {
+                    let t = self.reg(Class::B32);
+                    emit!(self, "or.b32 {t}, {b}, {lane}");
+                    t.to_string()
+                }
+                None => lane.to_string(),
+            };
+            let x = regs[*rho];
+            let y = match x.class {
+                Class::Pred => {
+                    let w = self.reg(Class::B32);
+                    emit!(self, "selp.b32 {w}, 1, 0, {x}");
+                    let d = self.reg(Class::B32);
+                    emit!(self, "shfl.sync.idx.b32 {d}, {w}, {src}, 31, 0xffffffff");
+                    let p = self.reg(Class::Pred);
+                    emit!(self, "setp.ne.b32 {p}, {d}, 0");
+                    p
+                }
+                Class::B16 => {
+                    let w = self.reg(Class::B32);
+                    emit!(self, "cvt.u32.u16 {w}, {x}");
+                    let d = self.reg(Class::B32);
+                    emit!(self, "shfl.sync.idx.b32 {d}, {w}, {src}, 31, 0xffffffff");
+                    let h = self.reg(Class::B16);
+                    emit!(self, "cvt.u16.u32 {h}, {d}");
+                    h
+                }
+                _ => {
+                    let t = self.reg(Class::B32);
+                    emit!(self, "mov.b32 {t}, {src}");
+                    self.shuffle_idx(x, t)
+                }
+            };
+            out.push(y);
+        }
+        Some(out)
+    }
+
+    /// `shfl.sync.idx` of a 32- or 64-bit register from the lane in register `lane`.
+    fn shuffle_idx(&mut self, x: Reg, lane: Reg) -> Reg {
+        let d = self.reg(x.class);
+        if x.class == Class::B64 {
+            let (lo, hi, lo2, hi2) = (
+                self.reg(Class::B32),
+                self.reg(Class::B32),
+                self.reg(Class::B32),
+                self.reg(Class::B32),
+            );
+            emit!(self, "mov.b64 {{{lo}, {hi}}}, {x}");
+            emit!(self, "shfl.sync.idx.b32 {lo2}, {lo}, {lane}, 31, 0xffffffff");
+            emit!(self, "shfl.sync.idx.b32 {hi2}, {hi}, {lane}, 31, 0xffffffff");
+            emit!(self, "mov.b64 {d}, {{{lo2}, {hi2}}}");
+        } else {
+            emit!(self, "shfl.sync.idx.b32 {d}, {x}, {lane}, 31, 0xffffffff");
+        }
+        d
     }
 
     /// Makes replicas hold the values computed by the owning threads of layout `l`.

@@ -88,7 +88,7 @@ impl Emitter<'_> {
         axis: usize,
         kind: ReduceKind,
     ) -> Result<Vec<Reg>, CompileError> {
-        let lin = self.asg.reduce_input(value);
+        let lin = self.asg.reduce_input(r);
         let lout = self.asg.natural(r).expect("reduce has a layout");
         let e = elem(self.ty(value).dtype);
         let acc = acc_elem(e);
