@@ -53,6 +53,21 @@ fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
     (regs, spills)
 }
 
+/// Median time of trace + passes + PTX over 9 runs (printed for the record; the bench
+/// `cargo bench -p replay-dsl --bench compile_time` is where compile speed is measured).
+fn compile_ms(entry: &replay_dsl::KernelEntry, values: &[(&str, i64)], target: Target) -> f64 {
+    let mut times: Vec<f64> = (0..9)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            let kernel = (entry.trace)(values, &Specialization::default()).expect("traced once already");
+            compile(&kernel, target).expect("compiled once already");
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
 #[test]
 fn every_kernel_compiles_snapshots_and_assembles() {
     let ptxas = ptxas();
@@ -69,10 +84,11 @@ fn every_kernel_compiles_snapshots_and_assembles() {
             let (regs, spills) = assemble(&ptxas, &compiled.ptx, target.arch(), entry.name);
             assert_eq!(spills, 0, "{} spills on {target}", entry.name);
             report.push(format!(
-                "{:<12} {:<8} {:>4} registers, 0 spill bytes",
+                "{:<22} {:<8} {:>4} registers, 0 spill bytes, compile {:.3} ms",
                 entry.name,
                 target.arch(),
-                regs
+                regs,
+                compile_ms(&entry, &defaults, target)
             ));
         }
     }
