@@ -4,9 +4,9 @@
 # (gpu_special), replay-runtime's `gpu` smoke tests — copies them into .carry/tests/ (ignored by
 # git) and prints the command that runs them all on a machine with a GPU, from the repository
 # root. Without a GPU the same binaries print "skipped: no CUDA GPU" for each GPU test and pass;
+# with REPLAY_REQUIRE_GPU=1 (set by the printed command) replay-dsl's GPU tests fail instead.
 # Tests that run ptxas (ptx_assembles, scan_variants_assemble) are skipped there: ptxas lives on
 # the build machine.
-# with REPLAY_REQUIRE_GPU=1 (set by the printed command) replay-dsl's GPU tests fail instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.carry/tests
