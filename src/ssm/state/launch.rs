@@ -1,0 +1,114 @@
+//! Kernel compilation and launch helpers shared by the managers, and the admit kernel.
+
+use super::Result;
+use crate::ssm::admit::mamba2_admit;
+use replay_dsl::{KernelDef, Specialization};
+use replay_kernels::ssm::shapes::ModelShape;
+use replay_runtime::launch::check::scalar_ints;
+use replay_runtime::launch::kernel::Engine;
+use replay_runtime::{ArgValue, CompiledKernel, Device, DeviceBuffer, Grid, KernelExt, RuntimeError, Stream};
+
+/// Compiles the layer kernel `$kernel` (a module with `Kernel` and `Config`) for `$shape`, the
+/// gate and `$tiles` (`BV`, warps), plus any kernel-specific `Config` fields (`L`, `T`, `HB`).
+macro_rules! compile_layer_kernel {
+    ($kernel:ident, $device:expr, $shape:expr, $gated:expr, $tiles:expr $(, $field:ident: $value:expr)* $(,)?) => {
+        $kernel::Kernel::compile(
+            $device,
+            $kernel::Config {
+                HEADS: $shape.heads,
+                GROUPS: $shape.groups,
+                DK: $shape.dk,
+                DV: $shape.dv,
+                HAS_Z: $gated,
+                BV: $tiles.bv,
+                num_warps: $tiles.num_warps,
+                $($field: $value,)*
+            },
+        )
+    };
+}
+pub(super) use compile_layer_kernel;
+
+/// Launches `k` with type-erased arguments.
+pub(super) fn go<K: KernelDef>(k: &CompiledKernel<K>, s: &Stream, grid: Grid, args: &[ArgValue<'_>]) -> Result<()> {
+    k.launch_values(s, grid, args, Engine::Device)
+}
+
+/// Loads the specialization these arguments use (so that capturing launches loads nothing).
+pub(super) fn preload<K: KernelDef>(k: &CompiledKernel<K>, args: &[ArgValue<'_>]) -> Result<()> {
+    let infos: Vec<_> = args.iter().map(ArgValue::info).collect();
+    k.load(&Specialization::from_ints(&scalar_ints(&infos))).map(|_| ())
+}
+
+/// `b` as a launch argument.
+pub(super) fn buf<T: replay_runtime::HostElem>(b: &DeviceBuffer<T>) -> ArgValue<'_> {
+    ArgValue::Buffer(b.raw())
+}
+
+/// `mamba2_admit` compiled for one slot's state (`[heads, dv, dk]`).
+pub(super) struct AdmitKernel {
+    k: CompiledKernel<mamba2_admit::Kernel>,
+    state_elems: usize,
+}
+
+impl AdmitKernel {
+    /// Compiles the kernel; `with_meta` makes it reset the slot's counters too.
+    pub(super) fn new(device: &Device, shape: &ModelShape, with_meta: bool) -> Result<AdmitKernel> {
+        let state_elems = shape.heads * shape.state_elems();
+        let k = mamba2_admit::Kernel::compile(
+            device,
+            mamba2_admit::Config {
+                STATE: state_elems,
+                WITH_META: with_meta,
+                BLOCK: 1024,
+                num_warps: 4,
+            },
+        )?;
+        Ok(AdmitKernel { k, state_elems })
+    }
+
+    /// Copies `initial` (zeros when `None`) into `slot` of `state` (`slots` slots) and resets
+    /// the slot's counters in `meta` with flush flag `flag`; waits for the copy.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run(
+        &self,
+        stream: &Stream,
+        slot: usize,
+        initial: Option<&[f32]>,
+        state: &DeviceBuffer<f32>,
+        meta: &DeviceBuffer<i32>,
+        slots: usize,
+        flag: bool,
+    ) -> Result<()> {
+        let init = match initial {
+            Some(v) => {
+                if v.len() != self.state_elems {
+                    return Err(RuntimeError::Size(format!(
+                        "initial state has {} elements, a slot {}",
+                        v.len(),
+                        self.state_elems
+                    )));
+                }
+                DeviceBuffer::from_host(stream, v)?
+            }
+            None => DeviceBuffer::zeros(stream, self.state_elems)?,
+        };
+        let which = DeviceBuffer::from_host(stream, &[slot as i32])?;
+        go(
+            &self.k,
+            stream,
+            Grid::new(1, self.state_elems.div_ceil(1024) as u32, 1),
+            &[
+                buf(&which),
+                buf(&init),
+                buf(state),
+                buf(meta),
+                ArgValue::I32(1),
+                ArgValue::I32(slots as i32),
+                ArgValue::I32(flag as i32),
+            ],
+        )?;
+        // The temporaries must outlive the copy.
+        stream.synchronize()
+    }
+}

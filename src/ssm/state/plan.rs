@@ -1,0 +1,102 @@
+//! Tile shapes and the plans of the two managers, and what the next counter-touching launch is.
+
+use replay_kernels::ssm::shapes::ModelShape;
+use serde::Serialize;
+
+/// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB` (replay
+/// and verify only; 1 elsewhere) and warps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Tiles {
+    /// Value rows of the state per program.
+    pub bv: usize,
+    /// Value heads per program (shares the group's keys and `kᵀq` products).
+    pub hb: usize,
+    /// Warps per program.
+    pub num_warps: u32,
+}
+
+impl Tiles {
+    /// `BV=.. HB=.. warps=..`.
+    pub fn show(&self) -> String {
+        format!("BV={} HB={} w={}", self.bv, self.hb, self.num_warps)
+    }
+}
+
+/// What the next launch touching the counters is: the commit kernel computes the flush flags
+/// for it (`h + 1 ≥ L` before a decode step, `h + n > L` before verifying `n` drafts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A decode step.
+    Decode,
+    /// A verification of this many drafts.
+    Verify(usize),
+}
+
+impl Next {
+    /// Drafts the launch verifies (0 for a decode step).
+    pub(super) fn drafts(self) -> usize {
+        match self {
+            Next::Decode => 0,
+            Next::Verify(n) => n,
+        }
+    }
+}
+
+/// How a [`super::Mamba2ReplayState`] runs: window `L`, most drafts per verification `T` (0 for pure
+/// decoding; ring capacity `L + T`) and the kernels' tile shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ReplayPlan {
+    /// The replay window `L` (a flush every `L` decode steps).
+    pub window: usize,
+    /// Most drafts one verification carries, `T ≤ L` (0: no speculative decoding).
+    pub max_drafts: usize,
+    /// Tiles of `mamba2_replay_step`.
+    pub step: Tiles,
+    /// Tiles of `mamba2_verify` (unused when `max_drafts == 0`).
+    pub verify: Tiles,
+}
+
+impl ReplayPlan {
+    /// A plan with default tiles for `shape` (before tuning): `BV = min(32, dv)` rounded to a
+    /// power of two, `HB` the largest of 4, 2, 1 dividing the heads per group, 4 warps.
+    pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
+        let hpg = shape.heads_per_group();
+        let hb = [4, 2, 1].into_iter().find(|h| hpg % h == 0).unwrap_or(1);
+        let bv = 32usize.min(shape.dv.next_power_of_two());
+        let t = Tiles { bv, hb, num_warps: 4 };
+        ReplayPlan {
+            window,
+            max_drafts,
+            step: t,
+            verify: t,
+        }
+    }
+}
+
+/// How a [`super::Mamba2ConventionalState`] runs: tiles of the decode kernel and of the
+/// snapshot-per-draft verification baseline, and the most drafts per verification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ConventionalPlan {
+    /// Tiles of `mamba2_decode` (`hb` unused).
+    pub decode: Tiles,
+    /// Tiles of `mamba2_spec_baseline` (`hb` unused).
+    pub spec: Tiles,
+    /// Most drafts per verification (snapshot slots reserved per row).
+    pub max_drafts: usize,
+}
+
+impl ConventionalPlan {
+    /// Default tiles: `BV = min(32, dv)` (a power of two), 4 warps.
+    pub fn default_for(shape: &ModelShape, max_drafts: usize) -> ConventionalPlan {
+        let t = Tiles {
+            bv: 32usize.min(shape.dv.next_power_of_two()),
+            hb: 1,
+            num_warps: 4,
+        };
+        ConventionalPlan {
+            decode: t,
+            spec: t,
+            max_drafts,
+        }
+    }
+}

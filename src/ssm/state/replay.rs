@@ -1,0 +1,287 @@
+//! The ReplaySSM manager: checkpoints, record rings and device-side counters.
+
+use super::common::{fill, LayerCore};
+use super::io::StepIo;
+use super::launch::{buf, compile_layer_kernel, go, preload};
+use super::plan::{Next, ReplayPlan};
+use super::{DecodeLayer, Result};
+use half::bf16;
+use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
+use replay_kernels::ssm::kernels::verify::mamba2_verify;
+use replay_kernels::ssm::kernels::{initial_flush_flag, META_FLUSH, META_H, META_START, META_WORDS};
+use replay_kernels::ssm::reference::Mamba2Params;
+use replay_kernels::ssm::shapes::ModelShape;
+use replay_runtime::{ArgValue, CompiledKernel, DeviceBuffer, Grid, KernelExt, RuntimeError, Stream};
+
+/// ReplaySSM decode state of one Mamba-2 layer: per slot a checkpoint `[heads, dv, dk]` (f32),
+/// a ring of `L + T` input records and counters `(start, h, flush)` in device memory.
+///
+/// - [`DecodeLayer::step`]: one `mamba2_replay_step` launch for the batch (non-flush rows
+///   read the checkpoint and the records, flush rows fold the window) and one `mamba2_commit`
+///   (`h ← h + 1` or `0`, next flags) — two launches, no host work.
+/// - [`Mamba2ReplayState::verify`]: output-only verification of `n ≤ T` drafts per row (with the
+///   pre-flush when `h + n > L`); [`Mamba2ReplayState::commit`] then advances `h` by the accepted
+///   counts, read from device memory ([`Mamba2ReplayState::accepted`]).
+pub struct Mamba2ReplayState {
+    pub(super) core: LayerCore,
+    plan: ReplayPlan,
+    /// Checkpoints `[slots, heads, dv, dk]`.
+    pub ckpt: DeviceBuffer<f32>,
+    /// Ring `dt'` `[slots, L+T, heads]`.
+    pub rec_dt: DeviceBuffer<f32>,
+    /// Ring `x` `[slots, L+T, heads, dv]`.
+    pub rec_x: DeviceBuffer<bf16>,
+    /// Ring `B` `[slots, L+T, groups, dk]`.
+    pub rec_b: DeviceBuffer<bf16>,
+    /// Counters `[slots, 4]`: start, h, flush flag, reserved.
+    pub meta: DeviceBuffer<i32>,
+    /// Accepted drafts per row `[batch]`, written by the sampler before [`Self::commit`].
+    pub accepted: DeviceBuffer<i32>,
+    step_k: CompiledKernel<mamba2_replay_step::Kernel>,
+    verify_k: Option<CompiledKernel<mamba2_verify::Kernel>>,
+    commit_k: CompiledKernel<mamba2_commit::Kernel>,
+}
+
+const COMMIT_BLOCK: usize = 128;
+
+impl Mamba2ReplayState {
+    /// Allocates the state of `batch` rows with `slots` sequence slots (slot 0, the padding
+    /// slot, included; at least `batch + 1`), all rows padding, and compiles the kernels.
+    pub fn new(
+        stream: &Stream,
+        shape: ModelShape,
+        params: &Mamba2Params,
+        batch: usize,
+        slots: usize,
+        gated: bool,
+        plan: ReplayPlan,
+    ) -> Result<Mamba2ReplayState> {
+        if plan.window == 0 || plan.max_drafts > plan.window {
+            return Err(RuntimeError::Size(format!(
+                "window L = {} and drafts T = {}: need 1 ≤ L and T ≤ L",
+                plan.window, plan.max_drafts
+            )));
+        }
+        let device = stream.device();
+        let (l, t) = (plan.window, plan.max_drafts);
+        let cap = l + t;
+        let (h, dv, dk, g) = (shape.heads, shape.dv, shape.dk, shape.groups);
+        let step_k =
+            compile_layer_kernel!(mamba2_replay_step, device, shape, gated, plan.step, L: l, T: t, HB: plan.step.hb)?;
+        let verify_k = (t > 0)
+            .then(|| {
+                let tiles = plan.verify;
+                compile_layer_kernel!(mamba2_verify, device, shape, gated, tiles, L: l, T: t, HB: tiles.hb)
+            })
+            .transpose()?;
+        let commit_k = mamba2_commit::Kernel::compile(
+            device,
+            mamba2_commit::Config {
+                L: l,
+                T: t,
+                BLOCK: COMMIT_BLOCK,
+                num_warps: 4,
+            },
+        )?;
+        Ok(Mamba2ReplayState {
+            core: LayerCore::new(stream, shape, params, batch, slots, slots, gated, true)?,
+            plan,
+            ckpt: DeviceBuffer::zeros(stream, slots * h * dv * dk)?,
+            rec_dt: DeviceBuffer::zeros(stream, slots * cap * h)?,
+            rec_x: DeviceBuffer::zeros(stream, slots * cap * h * dv)?,
+            rec_b: DeviceBuffer::zeros(stream, slots * cap * g * dk)?,
+            meta: DeviceBuffer::zeros(stream, slots * META_WORDS)?,
+            accepted: DeviceBuffer::zeros(stream, batch)?,
+            step_k,
+            verify_k,
+            commit_k,
+        })
+    }
+
+    /// The plan (window, drafts, tiles).
+    pub fn plan(&self) -> &ReplayPlan {
+        &self.plan
+    }
+
+    /// Puts a sequence in every row (zero initial states), all ready for `next`: the
+    /// benchmark's full batch. One launch per row; use before capturing.
+    pub fn fill(&mut self, stream: &Stream, next: Next) -> Result<()> {
+        fill(self, stream, next)
+    }
+
+    fn step_args<'a>(&'a self, io: &'a StepIo) -> Vec<ArgValue<'a>> {
+        let mut a = self.core.leading_args(io);
+        a.extend([
+            buf(&self.meta),
+            buf(&self.ckpt),
+            buf(&self.rec_dt),
+            buf(&self.rec_x),
+            buf(&self.rec_b),
+            buf(&io.out),
+            ArgValue::I32(self.core.batch as i32),
+            ArgValue::I32(self.core.state_slots as i32),
+        ]);
+        a
+    }
+
+    fn verify_args<'a>(&'a self, io: &'a StepIo, n: usize) -> Vec<ArgValue<'a>> {
+        let mut a = self.step_args(io);
+        a.push(ArgValue::I32(n as i32));
+        a
+    }
+
+    fn commit_args(&self, after_verify: bool, next: Next) -> Vec<ArgValue<'_>> {
+        vec![
+            buf(&self.core.slot_idx),
+            buf(&self.accepted),
+            buf(&self.meta),
+            ArgValue::I32(self.core.batch as i32),
+            ArgValue::I32(self.core.state_slots as i32),
+            ArgValue::I32(after_verify as i32),
+            ArgValue::I32(next.drafts() as i32),
+        ]
+    }
+
+    fn commit_grid(&self) -> Grid {
+        Grid::cdiv(self.core.batch as u64, COMMIT_BLOCK as u64)
+    }
+
+    /// One decode step followed by a commit that prepares the flags for `next`.
+    pub fn step_then(&self, stream: &Stream, io: &StepIo, next: Next) -> Result<()> {
+        self.check_io(io, 1)?;
+        go(
+            &self.step_k,
+            stream,
+            self.core.grid(self.plan.step.hb, self.plan.step.bv),
+            &self.step_args(io),
+        )?;
+        go(
+            &self.commit_k,
+            stream,
+            self.commit_grid(),
+            &self.commit_args(false, next),
+        )
+    }
+
+    /// Output-only verification of `n` drafts per row (`1 ≤ n ≤ T`), inputs token-major in
+    /// `io`; outputs `[batch, n, heads, dv]`. The flags must have been set for `Verify(n)`.
+    /// Follow it with [`Self::commit`].
+    pub fn verify(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
+        let Some(k) = &self.verify_k else {
+            return Err(RuntimeError::Size(
+                "this state was made with T = 0: no verification".into(),
+            ));
+        };
+        if n == 0 || n > self.plan.max_drafts {
+            return Err(RuntimeError::Size(format!(
+                "{n} drafts, this state verifies 1..={}",
+                self.plan.max_drafts
+            )));
+        }
+        self.check_io(io, n)?;
+        let grid = self.core.grid(self.plan.verify.hb, self.plan.verify.bv);
+        go(k, stream, grid, &self.verify_args(io, n))
+    }
+
+    /// Commits a verification: `h ← h + accepted[row]` (read from [`Self::accepted`] in device
+    /// memory) after dropping folded records, and flags for `next`.
+    pub fn commit(&self, stream: &Stream, next: Next) -> Result<()> {
+        go(
+            &self.commit_k,
+            stream,
+            self.commit_grid(),
+            &self.commit_args(true, next),
+        )
+    }
+
+    /// Loads the kernels a verification of `n` drafts and its commit use (before a capture).
+    pub fn prepare_verify(&self, io: &StepIo, n: usize) -> Result<()> {
+        if let Some(k) = &self.verify_k {
+            preload(k, &self.verify_args(io, n))?;
+        }
+        preload(&self.commit_k, &self.commit_args(true, Next::Verify(n)))
+    }
+
+    fn check_io(&self, io: &StepIo, tokens: usize) -> Result<()> {
+        if io.batch != self.core.batch
+            || io.tokens < tokens
+            || io.gated != self.core.gated
+            || io.shape != self.core.shape
+        {
+            return Err(RuntimeError::Size(format!(
+                "step buffers for {} rows × {} tokens ({}), the state has {} rows ({}) and needs {tokens} tokens",
+                io.batch,
+                io.tokens,
+                if io.gated { "gated" } else { "ungated" },
+                self.core.batch,
+                if self.core.gated { "gated" } else { "ungated" },
+            )));
+        }
+        Ok(())
+    }
+
+    /// `(start, h, flush)` of every slot, read back.
+    pub fn counters(&self, stream: &Stream) -> Result<Vec<(usize, usize, bool)>> {
+        let m = self.meta.to_host(stream)?;
+        Ok(m.chunks(META_WORDS)
+            .map(|w| {
+                (
+                    w[META_START].max(0) as usize,
+                    w[META_H].max(0) as usize,
+                    w[META_FLUSH] != 0,
+                )
+            })
+            .collect())
+    }
+
+    /// The checkpoint of `slot` as f64.
+    pub fn checkpoint(&self, stream: &Stream, slot: usize) -> Result<Vec<f64>> {
+        self.core.slot_f64(stream, &self.ckpt, slot)
+    }
+}
+
+impl DecodeLayer for Mamba2ReplayState {
+    fn method(&self) -> &'static str {
+        "replay"
+    }
+    fn admit(&mut self, stream: &Stream, row: usize, initial: Option<&[f32]>, next: Next) -> Result<usize> {
+        let flag = initial_flush_flag(0, next.drafts(), self.plan.window);
+        self.core.admit(stream, row, initial, &self.ckpt, &self.meta, flag)
+    }
+    fn step(&self, stream: &Stream, io: &StepIo) -> Result<()> {
+        self.step_then(stream, io, Next::Decode)
+    }
+    fn prepare(&self, io: &StepIo) -> Result<()> {
+        preload(&self.step_k, &self.step_args(io))?;
+        preload(&self.commit_k, &self.commit_args(false, Next::Decode))?;
+        preload(&self.commit_k, &self.commit_args(true, Next::Decode))
+    }
+    fn logical_state(&self, stream: &Stream, params: &Mamba2Params, slot: usize) -> Result<Vec<f64>> {
+        let shape = self.core.shape;
+        let (dv, dk, heads, groups) = (shape.dv, shape.dk, shape.heads, shape.groups);
+        let cap = self.plan.window + self.plan.max_drafts;
+        let (start, h, _) = self.counters(stream)?[slot];
+        let rdt = self.rec_dt.to_host(stream)?;
+        let rx = self.rec_x.to_host(stream)?;
+        let rb = self.rec_b.to_host(stream)?;
+        let mut st = self.checkpoint(stream, slot)?;
+        for j in 0..h {
+            let p = slot * cap + (start + j) % cap;
+            for hd in 0..heads {
+                let g = shape.group_of(hd);
+                let dtp = rdt[p * heads + hd] as f64;
+                let alpha = (dtp * params.a[hd]).exp();
+                for i in 0..dv {
+                    let v = dtp * rx[(p * heads + hd) * dv + i].to_f64();
+                    for c in 0..dk {
+                        let k = rb[(p * groups + g) * dk + c].to_f64();
+                        let e = &mut st[(hd * dv + i) * dk + c];
+                        *e = alpha * *e + v * k;
+                    }
+                }
+            }
+        }
+        Ok(st)
+    }
+}
