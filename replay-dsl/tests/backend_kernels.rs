@@ -746,3 +746,40 @@ fn in_warp_conversion_uses_shuffles() {
         assert!(!c[0].ptx.contains("st.shared"), "{}", numbered(&c[0].ptx));
     }
 }
+
+/// A bf16 record tile `[nr, BV]` reduced as `sum(r * w[:, None], 0)` next to a row reduction of
+/// an f32 state tile takes a layout lifted from that row reduction's result: it must still be
+/// loaded with vector loads along its contiguous dimension (no scalar `ld.global.b16`).
+#[test]
+fn lifted_record_tile_is_vectorised() {
+    let k = trace(
+        "lifted_record",
+        vec![
+            ptr("s", Elem::F32),
+            ptr("q", Elem::F32),
+            ptr("r", Elem::BF16),
+            ptr("w", Elem::F32),
+            ptr("out", Elem::F32),
+        ],
+        vec![],
+        4,
+        |a| {
+            let f = |i: usize| Tile::<Ptr<f32>>::from_value(a[i]);
+            let rec = Tile::<Ptr<bf16>>::from_value(a[2]);
+            let (v, kk, i) = (arange(16), arange(128), arange(16));
+            let s = load(f(0) + (v * 128).expand_dims(1) + kk.expand_dims(0), true);
+            let q = load(f(1) + kk, true);
+            let sq = sum(s * q.expand_dims(0), 1);
+            let r = load(rec + (i * 1024).expand_dims(1) + v.expand_dims(0), true).cast::<f32>();
+            let w = load(f(3) + i, true);
+            store(f(4) + v, sq + sum(r * w.expand_dims(1), 0), true);
+        },
+    )
+    .unwrap();
+    for c in check(&k) {
+        let layout = c.stage("layout").unwrap();
+        assert_eq!(c.ptx.matches("ld.global.b16").count(), 0, "{layout}\n{}", c.ptx);
+        assert!(c.ptx.contains("ld.global.v2.b32") || c.ptx.contains("ld.global.v4.b32"), "{layout}");
+        assert!(!c.ptx.contains("bar.sync"), "{layout}");
+    }
+}

@@ -192,7 +192,7 @@ impl<'k> Assignment<'k> {
         let vec = self.axis.access_vec(self.kernel, ptr, mask).min(max_vec);
         let bytes = ty.dtype.pointee().map_or(8, |e| e.bytes());
         self.table
-            .intern(Layout::default_for(&ty.shape, bytes, self.kernel.num_warps, vec))
+            .intern(Layout::default_with(&ty.shape, bytes, self.kernel.num_warps, vec, true))
     }
 
     fn natural_or_default(&mut self, v: Value) -> LayoutId {

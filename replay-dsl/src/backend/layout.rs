@@ -91,6 +91,14 @@ impl Layout {
     /// Assigns the coordinate bits of `shape` in order: `vec` elements to registers, then
     /// lanes, then warps, then the remaining bits to registers.
     pub fn blocked(shape: &[usize], num_warps: u32, vec: usize) -> Layout {
+        Layout::blocked_with(shape, num_warps, vec, false)
+    }
+
+    /// [`Layout::blocked`], or with `low_regs` the bits left after the lanes go to registers
+    /// (the lowest) and warps (the highest `log2(num_warps)`), so that a dimension split between
+    /// registers and warps keeps its low bits in registers: a reduction's result then has them
+    /// there, and tiles whose layout is lifted from that result stay vectorised.
+    pub fn blocked_with(shape: &[usize], num_warps: u32, vec: usize, low_regs: bool) -> Layout {
         let bits = coordinate_bits(shape);
         let nv = (log2(vec) as usize).min(bits.len());
         let wb = log2(num_warps as usize) as usize;
@@ -101,23 +109,42 @@ impl Layout {
             warps: vec![None; wb],
         };
         let mut rest = bits[nv..].iter().copied();
-        for slot in l.lanes.iter_mut().chain(l.warps.iter_mut()) {
+        for slot in l.lanes.iter_mut() {
             *slot = rest.next();
         }
-        l.regs.extend(rest);
+        // Only while few bits are left (at most 4 register repeats): larger tiles keep the
+        // high-bits-in-registers order, whose register pressure ptxas handles better.
+        if !low_regs || bits.len().saturating_sub(nv + LANE_BITS + wb) > 2 {
+            for slot in l.warps.iter_mut() {
+                *slot = rest.next();
+            }
+            l.regs.extend(rest);
+            return l;
+        }
+        let rest: Vec<Bit> = rest.collect();
+        let nreg = rest.len().saturating_sub(wb);
+        l.regs.extend(&rest[..nreg]);
+        for (slot, b) in l.warps.iter_mut().zip(&rest[nreg..]) {
+            *slot = Some(*b);
+        }
         l
     }
 
     /// The default layout of a tile: up to 16 bytes per thread contiguous along the last
     /// dimension (at most `max_vec` elements, and no more than `numel / threads`).
     pub fn default_for(shape: &[usize], elem_bytes: usize, num_warps: u32, max_vec: usize) -> Layout {
+        Layout::default_with(shape, elem_bytes, num_warps, max_vec, false)
+    }
+
+    /// [`Layout::default_for`] built with [`Layout::blocked_with`]`(.., low_regs)`.
+    pub fn default_with(shape: &[usize], elem_bytes: usize, num_warps: u32, max_vec: usize, low_regs: bool) -> Layout {
         let numel: usize = shape.iter().product();
         let threads = 32 * num_warps as usize;
         let vec = (16 / elem_bytes.max(1))
             .max(1)
             .min(max_vec.max(1))
             .min((numel / threads).max(1));
-        Layout::blocked(shape, num_warps, prev_pow2(vec))
+        Layout::blocked_with(shape, num_warps, prev_pow2(vec), low_regs)
     }
 
     /// A layout fit for a scan along `axis`: the axis' low bits in registers, the next in
