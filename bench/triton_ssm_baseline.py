@@ -117,9 +117,10 @@ def main():
             want_y, want_s = reference(t, heads, groups, gated)
             launch(t, heads, groups, dv, dk, gated, 32, 4)
             got_s = t["state"][t["slot_idx"].long()].double()
-            err_s = ((got_s - want_s).abs() / (want_s.abs() + 1e-3)).max().item()
-            err_y = ((t["out"].double() - want_y).abs() / (want_y.abs() + 1e-2)).max().item()
-            ok = err_s < 1e-4 and err_y < 2e-2
+            # Norm-wise relative errors: elementwise ratios blow up on entries near zero.
+            err_s = ((got_s - want_s).norm() / want_s.norm()).item()
+            err_y = ((t["out"].double() - want_y).norm() / want_y.norm()).item()
+            ok = err_s < 1e-5 and err_y < 1e-2
             best = None
             for bv in [8, 16, 32, 64]:
                 if bv > triton.next_power_of_2(dv):
