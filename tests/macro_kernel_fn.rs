@@ -18,7 +18,7 @@ fn step<T: Float>(h: Tile<T>, a: Tile<T>, x: Tile<f32>, n: Tile<i32>) -> Tile<T>
         s = select(grow, s * 2.0, s) + x;
     }
     if n > 2 {
-        s = s - 1.0;
+        s -= 1.0;
     }
     s.cast::<T>()
 }

@@ -47,7 +47,7 @@ fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
         .filter(|l| l.contains("spill stores") || l.contains("spill loads"))
         .flat_map(|l| {
             l.split(',')
-                .filter_map(|p| p.trim().split_whitespace().next()?.parse::<u32>().ok())
+                .filter_map(|p| p.split_whitespace().next()?.parse::<u32>().ok())
         })
         .sum();
     (regs, spills)

@@ -82,8 +82,11 @@ pub struct KernelEntry {
     /// The default configuration's values (constexprs, then `num_warps`).
     pub defaults: fn() -> Vec<(&'static str, i64)>,
     /// Traces the configuration built from named values (missing names take defaults).
-    pub trace: fn(&[(&str, i64)], &Specialization) -> Result<Kernel, CompileError>,
+    pub trace: TraceFn,
 }
+
+/// Traces a kernel from named configuration values and a specialization.
+pub type TraceFn = fn(&[(&str, i64)], &Specialization) -> Result<Kernel, CompileError>;
 
 impl KernelEntry {
     /// The entry of kernel `K`, whose configuration must have defaults for every constexpr.

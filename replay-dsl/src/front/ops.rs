@@ -328,12 +328,11 @@ fn atomic<T: Num>(
         }
     }
     let b = |v: Value| broadcast_value(v, &shape, &name).unwrap_or(v);
-    let ok = match (kind, T::ELEM) {
-        (AtomicKind::Add, Elem::I32 | Elem::U32 | Elem::F32 | Elem::I64) => true,
-        (AtomicKind::Max, Elem::I32 | Elem::U32 | Elem::I64) => true,
-        (AtomicKind::Cas, Elem::I32 | Elem::U32 | Elem::I64) => true,
-        _ => false,
-    };
+    let ok = matches!(
+        (kind, T::ELEM),
+        (AtomicKind::Add, Elem::I32 | Elem::U32 | Elem::F32 | Elem::I64)
+            | (AtomicKind::Max | AtomicKind::Cas, Elem::I32 | Elem::U32 | Elem::I64)
+    );
     if !ok {
         fail(
             &name,
@@ -408,7 +407,7 @@ pub fn static_assert(cond: bool, message: &str) {
     }
 }
 
-fn compare<T: Scalar>(op: CmpOp, a: Value, b: Value) -> Tile<bool> {
+fn compare(op: CmpOp, a: Value, b: Value) -> Tile<bool> {
     let name = format!("cmp.{op:?}").to_lowercase();
     let (a, b) = broadcast_pair(a, b, &name);
     let t = ty(a);
@@ -430,7 +429,7 @@ pub trait Compare<Rhs> {
 impl<T: Scalar, R: Operand<T>> Compare<R> for Tile<T> {
     type Output = Tile<bool>;
     fn compare(self, op: CmpOp, rhs: R) -> Tile<bool> {
-        compare::<T>(op, self.value, rhs.value())
+        compare(op, self.value, rhs.value())
     }
 }
 
@@ -439,7 +438,7 @@ macro_rules! compare_lit {
         impl Compare<Tile<$t>> for $lit {
             type Output = Tile<bool>;
             fn compare(self, op: CmpOp, rhs: Tile<$t>) -> Tile<bool> {
-                compare::<$t>(op, Operand::<$t>::value(self), rhs.value)
+                compare(op, Operand::<$t>::value(self), rhs.value)
             }
         }
     )*};

@@ -61,7 +61,7 @@ impl ReplayPlan {
     /// power of two, `HB` the largest of 4, 2, 1 dividing the heads per group, 4 warps.
     pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
-        let hb = [4, 2, 1].into_iter().find(|h| hpg % h == 0).unwrap_or(1);
+        let hb = [4, 2, 1].into_iter().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
         let bv = 32usize.min(shape.dv.next_power_of_two());
         let t = Tiles { bv, hb, num_warps: 4 };
         ReplayPlan {
