@@ -144,9 +144,16 @@ fn kernel_option_sets_the_default_num_warps() {
     assert_eq!(step_f16::Config::from_values(&[("B", 32)]).unwrap().num_warps, 2);
     assert_eq!(
         step_f16::Config::from_values(&[("num_warps", 8)]).unwrap(),
-        step_f16::Config { B: 16, num_warps: 8 }
+        step_f16::Config {
+            B: 16,
+            num_warps: 8,
+            min_blocks: 1
+        }
     );
-    assert_eq!(step_f16::Config::default().values(), vec![("B", 16), ("num_warps", 2)]);
+    assert_eq!(
+        step_f16::Config::default().values(),
+        vec![("B", 16), ("num_warps", 2), ("min_blocks", 1)]
+    );
     // Without a `Default` config.
     let w = wide::Config::from_values(&[("B", 64)]).unwrap();
     assert_eq!(w.num_warps, 16);

@@ -161,7 +161,8 @@ fn vector_add_traces() {
         cfg,
         add::Config {
             BLOCK: 1024,
-            num_warps: 4
+            num_warps: 4,
+            min_blocks: 1
         }
     );
     let k = add::trace(&cfg).unwrap();
@@ -213,6 +214,7 @@ fn kernel_def_describes_the_signature() {
     let scfg = softmax::Config {
         BLOCK: 256,
         num_warps: 8,
+        min_blocks: 1,
     };
     assert_eq!(
         softmax::Kernel::extents(&scfg, &[None, None, Some(3), Some(300), Some(250)]),
@@ -235,6 +237,7 @@ fn config_values_round_trip() {
         HAS_BIAS: false,
         MODE: -1,
         num_warps: 2,
+        min_blocks: 1,
     };
     let vals = cfg.values();
     assert_eq!(
@@ -244,10 +247,25 @@ fn config_values_round_trip() {
             ("UNROLL", 2),
             ("HAS_BIAS", 0),
             ("MODE", -1),
-            ("num_warps", 2)
+            ("num_warps", 2),
+            ("min_blocks", 1)
         ]
     );
     assert_eq!(unrolled::Config::from_values(&vals).unwrap(), cfg);
+    // The occupancy hint round-trips and keeps the entry names apart.
+    let hinted = unrolled::Config {
+        min_blocks: 3,
+        ..cfg.clone()
+    };
+    assert_eq!(unrolled::Config::from_values(&hinted.values()).unwrap(), hinted);
+    let plain = unrolled::trace(&cfg).unwrap();
+    let k = unrolled::trace(&hinted).unwrap();
+    assert_eq!(k.min_blocks, 3);
+    assert_eq!(k.entry_name(), format!("{}_b3", plain.entry_name()));
+    for bad in [0, -1] {
+        let err = unrolled::Config::from_values(&[("min_blocks", bad)]).unwrap_err();
+        assert!(err.to_string().contains("`min_blocks` is out of range"), "{err}");
+    }
     // Missing names take defaults.
     assert_eq!(unrolled::Config::from_values(&[]).unwrap(), unrolled::Config::default());
     assert_eq!(unrolled::Config::from_values(&[("BLOCK", 16)]).unwrap().BLOCK, 16);
@@ -270,7 +288,8 @@ fn config_values_round_trip() {
         softmax::Config::from_values(&[("BLOCK", 64)]).unwrap(),
         softmax::Config {
             BLOCK: 64,
-            num_warps: 4
+            num_warps: 4,
+            min_blocks: 1
         }
     );
 }
@@ -280,6 +299,7 @@ fn softmax_traces_reductions() {
     let k = softmax::trace(&softmax::Config {
         BLOCK: 256,
         num_warps: 8,
+        min_blocks: 1,
     })
     .unwrap();
     assert_eq!(k.num_warps, 8);
@@ -403,13 +423,15 @@ fn shape_mismatch_names_kernel_and_op() {
     assert!(mismatch::trace(&mismatch::Config {
         A: 64,
         B: 64,
-        num_warps: 4
+        num_warps: 4,
+        min_blocks: 1
     })
     .is_ok());
     let err = mismatch::trace(&mismatch::Config {
         A: 64,
         B: 128,
         num_warps: 4,
+        min_blocks: 1,
     })
     .unwrap_err();
     assert_eq!(err.kernel, "mismatch");
@@ -419,6 +441,7 @@ fn shape_mismatch_names_kernel_and_op() {
         A: 64,
         B: 64,
         num_warps: 3,
+        min_blocks: 1,
     })
     .unwrap_err();
     assert_eq!(err.op, "num_warps");
@@ -481,7 +504,10 @@ fn nested_runtime_loops_and_else_if() {
 fn kernels_register_as_entries() {
     let e = replay_dsl::spec::KernelEntry::of::<add::Kernel>();
     assert_eq!(e.name, "add");
-    assert_eq!((e.defaults)(), vec![("BLOCK", 1024), ("num_warps", 4)]);
+    assert_eq!(
+        (e.defaults)(),
+        vec![("BLOCK", 1024), ("num_warps", 4), ("min_blocks", 1)]
+    );
     let k = (e.trace)(&[("BLOCK", 256)], &Specialization::default()).unwrap();
     assert_eq!(k.constexprs, vec![("BLOCK".to_string(), 256)]);
     let err = (e.trace)(&[("BLCK", 256)], &Specialization::default()).unwrap_err();

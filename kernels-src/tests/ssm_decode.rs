@@ -118,6 +118,7 @@ fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) 
             SR: sr,
             BV: 8,
             num_warps: 4,
+            min_blocks: 1,
         },
     )
     .unwrap();

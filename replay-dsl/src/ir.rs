@@ -310,6 +310,9 @@ pub struct Kernel {
     pub constexprs: Vec<(String, i64)>,
     /// Warps per program.
     pub num_warps: u32,
+    /// Occupancy hint: the programs that should fit on one SM at once (`.minnctapersm`, which
+    /// makes ptxas cap the registers per thread accordingly); 1 is no hint.
+    pub min_blocks: u32,
     /// Type of every value, indexed by [`Value`].
     pub values: Vec<Ty>,
     /// Kernel body.
@@ -326,13 +329,17 @@ impl Kernel {
         self.values.push(ty);
         Value(self.values.len() as u32 - 1)
     }
-    /// The mangled specialization name used as the PTX entry, e.g. `add_BLOCK1024_w4`.
+    /// The mangled specialization name used as the PTX entry, e.g. `add_BLOCK1024_w4` (with a
+    /// `_b2` suffix for an occupancy hint of two programs per SM).
     pub fn entry_name(&self) -> String {
         let mut s = self.name.clone();
         for (k, v) in &self.constexprs {
             let _ = write!(s, "_{k}{}", if *v < 0 { format!("m{}", -v) } else { v.to_string() });
         }
         let _ = write!(s, "_w{}", self.num_warps);
+        if self.min_blocks > 1 {
+            let _ = write!(s, "_b{}", self.min_blocks);
+        }
         s
     }
 }
@@ -513,9 +520,14 @@ impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let params: Vec<String> = self.params.iter().map(|p| format!("{}: {}", p.name, p.dtype)).collect();
         let consts: Vec<String> = self.constexprs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let hint = if self.min_blocks > 1 {
+            format!(" min_blocks={}", self.min_blocks)
+        } else {
+            String::new()
+        };
         writeln!(
             f,
-            "kernel {}({}) [{}] num_warps={} {{",
+            "kernel {}({}) [{}] num_warps={}{hint} {{",
             self.name,
             params.join(", "),
             consts.join(", "),

@@ -779,7 +779,43 @@ fn lifted_record_tile_is_vectorised() {
     for c in check(&k) {
         let layout = c.stage("layout").unwrap();
         assert_eq!(c.ptx.matches("ld.global.b16").count(), 0, "{layout}\n{}", c.ptx);
-        assert!(c.ptx.contains("ld.global.v2.b32") || c.ptx.contains("ld.global.v4.b32"), "{layout}");
+        assert!(
+            c.ptx.contains("ld.global.v2.b32") || c.ptx.contains("ld.global.v4.b32"),
+            "{layout}"
+        );
         assert!(!c.ptx.contains("bar.sync"), "{layout}");
+    }
+}
+
+#[test]
+fn min_blocks_hint_is_emitted_and_assembles() {
+    let plain = check(&vector_add(16, 4));
+    assert!(!plain[0].ptx.contains(".minnctapersm"), "no hint by default");
+    assert_eq!(plain[0].entry, "add_BLOCK1024_w4");
+    for m in [2, 3, 4] {
+        let mut k = vector_add(16, 4);
+        k.min_blocks = m;
+        assert!(k.to_string().contains(&format!("num_warps=4 min_blocks={m} {{")), "{k}");
+        for c in check(&k) {
+            assert_eq!(c.entry, format!("add_BLOCK1024_w4_b{m}"));
+            assert!(
+                c.ptx.contains(&format!(".maxntid 128, 1, 1\n.minnctapersm {m}\n{{")),
+                "{}",
+                c.ptx
+            );
+        }
+    }
+}
+
+#[test]
+fn min_blocks_hint_is_validated() {
+    let traced = |warps: u32, m: u32| {
+        replay_dsl::front::builder::trace_with_min_blocks("k", vec![], vec![], warps, m, |_| {})
+    };
+    assert_eq!(traced(4, 3).unwrap().min_blocks, 3);
+    assert_eq!(traced(32, 2).unwrap().min_blocks, 2);
+    for (warps, m) in [(4, 0), (32, 3), (8, 9)] {
+        let e = traced(warps, m).unwrap_err().to_string();
+        assert!(e.contains("min_blocks must be ≥ 1"), "{warps} warps, {m}: {e}");
     }
 }

@@ -13,6 +13,7 @@ fn mixed(name: &str) -> Ident {
 /// module is still generated, with an empty body, so that uses of it do not add errors.
 pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Option<&Block>) -> TokenStream {
     let default_warps = options.num_warps;
+    let default_blocks = options.min_blocks;
     let vis = &k.vis;
     let name = &k.name;
     let name_str = LitStr::new(&name.to_string(), name.span());
@@ -33,6 +34,13 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
         &format!(" Warps per program (a power of two ≤ 32; {default_warps} by default)."),
         Span::call_site(),
     );
+    let blocks_doc = LitStr::new(
+        &format!(
+            " Occupancy hint: programs that should fit on one SM at once (`.minnctapersm`; ptxas caps \
+             the registers to fit them; ≥ 1, {default_blocks} by default, 1 is no hint)."
+        ),
+        Span::call_site(),
+    );
     let kernel_doc = LitStr::new(&format!(" `{name}` as a kernel definition."), Span::call_site());
     let trace_doc = LitStr::new(
         &format!(" Traces `{name}` for `config` without argument specialization."),
@@ -51,7 +59,7 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
         quote! {
             impl ::core::default::Default for Config {
                 fn default() -> Self {
-                    Config { #(#c_names: #defaults,)* num_warps: #default_warps }
+                    Config { #(#c_names: #defaults,)* num_warps: #default_warps, min_blocks: #default_blocks }
                 }
             }
         }
@@ -73,10 +81,12 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
         .map(|i| mixed(&format!("__replay_v{i}")))
         .collect();
     let warps_slot = mixed("__replay_warps");
+    let blocks_slot = mixed("__replay_blocks");
     let err = mixed("__replay_err");
     let expected = {
         let mut v: Vec<String> = k.constexprs.iter().map(|c| c.name.to_string()).collect();
         v.push("num_warps".into());
+        v.push("min_blocks".into());
         v.join(", ")
     };
     let decode: Vec<TokenStream> = k
@@ -230,6 +240,8 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
                 #(pub #c_names: #c_tys,)*
                 #[doc = #warps_doc]
                 pub num_warps: u32,
+                #[doc = #blocks_doc]
+                pub min_blocks: u32,
             }
 
             #default_impl
@@ -255,7 +267,7 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
                     #spec: &::replay_dsl::Specialization,
                 ) -> ::core::result::Result<::replay_dsl::ir::Kernel, ::replay_dsl::CompileError> {
                     let _ = #spec;
-                    ::replay_dsl::front::builder::trace(
+                    ::replay_dsl::front::builder::trace_with_min_blocks(
                         #name_str,
                         ::std::vec![#(::replay_dsl::ir::Param {
                             name: ::std::string::String::from(#p_strs),
@@ -264,6 +276,7 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
                         },)*],
                         ::std::vec![#((::std::string::String::from(#c_strs), #cfg.#c_names as i64),)*],
                         #cfg.num_warps,
+                        #cfg.min_blocks,
                         |#args: &[::replay_dsl::ir::Value]| {
                             #[allow(unused_imports)]
                             use super::*;
@@ -283,7 +296,7 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
 
             impl ::replay_dsl::ConfigValues for Config {
                 fn values(&self) -> ::std::vec::Vec<(&'static str, i64)> {
-                    ::std::vec![#(#values,)* ("num_warps", self.num_warps as i64)]
+                    ::std::vec![#(#values,)* ("num_warps", self.num_warps as i64), ("min_blocks", self.min_blocks as i64)]
                 }
 
                 #[allow(non_snake_case)]
@@ -293,10 +306,12 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
                     };
                     #(let mut #slots: ::core::option::Option<i64> = ::core::option::Option::None;)*
                     let mut #warps_slot: ::core::option::Option<i64> = ::core::option::Option::None;
+                    let mut #blocks_slot: ::core::option::Option<i64> = ::core::option::Option::None;
                     for &(name, v) in values {
                         match name {
                             #(#c_strs => #slots = ::core::option::Option::Some(v),)*
                             "num_warps" => #warps_slot = ::core::option::Option::Some(v),
+                            "min_blocks" => #blocks_slot = ::core::option::Option::Some(v),
                             other => {
                                 return Err(#err(::std::format!(
                                     "unknown constexpr `{}` (expected one of: {})", other, #expected
@@ -312,7 +327,14 @@ pub fn generate(k: &KernelSig, options: &KernelOptions, source: &str, body: Opti
                         },
                         None => #default_warps,
                     };
-                    Ok(Config { #(#c_names: #slots,)* num_warps })
+                    let min_blocks: u32 = match #blocks_slot {
+                        Some(v) => match u32::try_from(v) {
+                            Ok(x) if x >= 1 => x,
+                            _ => return Err(#err(::std::format!("value {} of `min_blocks` is out of range (≥ 1)", v))),
+                        },
+                        None => #default_blocks,
+                    };
+                    Ok(Config { #(#c_names: #slots,)* num_warps, min_blocks })
                 }
             }
 

@@ -34,7 +34,10 @@ mod sig;
 /// Defines a tile kernel; see the crate documentation.
 ///
 /// Options: `#[kernel(num_warps = 8)]` sets the default `num_warps` of the kernel's `Config`
-/// (a power of two ≤ 32; 4 when absent).
+/// (a power of two ≤ 32; 4 when absent); `#[kernel(min_blocks_per_sm = 2)]` the default
+/// `min_blocks`, an occupancy hint emitted as `.minnctapersm` (≥ 1, with that many programs'
+/// threads fitting one SM; 1, no hint, when absent). Both are fields of `Config`, so the
+/// autotuner can search them.
 ///
 /// Parameters are `Ptr<T>` (T: `f32`, `f16`, `bf16`, `F8E4M3`, `i32`, `i64`, `u32`, `bool`),
 /// runtime scalars (`i32`, `i64`, `u32`, `f32`, `bool`), and `#[constexpr]` values (`usize`,
@@ -345,6 +348,9 @@ mod tests {
                 fn k(#[constexpr] num_warps: u32) {}
             ),
             quote!(
+                fn k(#[constexpr] min_blocks: u32) {}
+            ),
+            quote!(
                 fn k(#[foo] x: i32) {}
             ),
             quote!(
@@ -373,10 +379,10 @@ mod tests {
         );
         let text = expand_str(quote!(num_warps = 8), item.clone());
         assert!(!text.contains("compile_error"), "{text}");
-        assert!(text.contains("num_warps : 8u32 }"), "{text}");
+        assert!(text.contains("num_warps : 8u32 , min_blocks : 1u32 }"), "{text}");
         assert!(text.contains("None => 8u32"), "{text}");
         let text = expand_str(quote!(), item.clone());
-        assert!(text.contains("num_warps : 4u32 }"), "{text}");
+        assert!(text.contains("num_warps : 4u32 , min_blocks : 1u32 }"), "{text}");
         for (attr, msg) in [
             (quote!(num_warps = 3), "`num_warps` must be a power of two ≤ 32, got 3"),
             (
@@ -391,6 +397,41 @@ mod tests {
                 quote!(num_warps = 4, tune(B = [1])),
                 "unknown `#[kernel]` option `tune`",
             ),
+        ] {
+            let text = expand_str(attr.clone(), item.clone());
+            assert!(text.contains("compile_error"), "no error for `{attr}`: {text}");
+            assert!(text.contains(msg), "`{attr}`: want `{msg}` in {text}");
+        }
+    }
+
+    #[test]
+    fn min_blocks_option_sets_the_default() {
+        let item = quote!(
+            fn k(#[constexpr(default = 8)] B: usize) {
+                let _ = B;
+            }
+        );
+        let text = expand_str(quote!(num_warps = 8, min_blocks_per_sm = 2), item.clone());
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(text.contains("num_warps : 8u32 , min_blocks : 2u32 }"), "{text}");
+        assert!(text.contains("None => 2u32"), "{text}");
+        assert!(text.contains("trace_with_min_blocks"), "{text}");
+        let text = expand_str(quote!(min_blocks_per_sm = 3), item.clone());
+        assert!(text.contains("num_warps : 4u32 , min_blocks : 3u32 }"), "{text}");
+        for (attr, msg) in [
+            (
+                quote!(min_blocks_per_sm = 0),
+                "`min_blocks_per_sm` must be at least 1, got 0",
+            ),
+            (
+                quote!(min_blocks_per_sm = 1, min_blocks_per_sm = 2),
+                "`min_blocks_per_sm` is given twice",
+            ),
+            (
+                quote!(num_warps = 16, min_blocks_per_sm = 8),
+                "`min_blocks_per_sm = 8` programs of 16 warps need 4096 threads",
+            ),
+            (quote!(min_blocks = 2), "unknown `#[kernel]` option `min_blocks`"),
         ] {
             let text = expand_str(attr.clone(), item.clone());
             assert!(text.contains("compile_error"), "no error for `{attr}`: {text}");

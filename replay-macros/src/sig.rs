@@ -207,44 +207,82 @@ impl KernelSig {
 pub struct KernelOptions {
     /// `num_warps = N`: the `Config`'s default warps per program (4 when absent).
     pub num_warps: u32,
+    /// `min_blocks_per_sm = M`: the `Config`'s default occupancy hint (1, no hint, when absent).
+    pub min_blocks: u32,
 }
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { num_warps: 4 }
+        KernelOptions {
+            num_warps: 4,
+            min_blocks: 1,
+        }
     }
 }
 
-/// Parses `#[kernel(num_warps = 8)]`; unknown, repeated or invalid options are spanned errors.
+/// Threads one SM holds at once (`replay_dsl::front::builder::MAX_THREADS_PER_SM`).
+const MAX_THREADS_PER_SM: u32 = 2048;
+
+/// Parses `#[kernel(num_warps = 8, min_blocks_per_sm = 2)]`; unknown, repeated or invalid
+/// options are spanned errors.
 pub fn parse_options(attr: TokenStream) -> syn::Result<KernelOptions> {
     let mut options = KernelOptions::default();
     if attr.is_empty() {
         return Ok(options);
     }
-    let mut seen_warps = false;
+    let (mut seen_warps, mut seen_blocks) = (false, false);
+    let mut blocks_lit: Option<syn::LitInt> = None;
     let parser = syn::meta::parser(|meta| {
         let name = meta.path.to_token_stream().to_string().replace(' ', "");
-        if name != "num_warps" {
-            return Err(meta.error(format_args!(
-                "unknown `#[kernel]` option `{name}`; the only option is `num_warps = N`"
-            )));
+        let seen = match name.as_str() {
+            "num_warps" => &mut seen_warps,
+            "min_blocks_per_sm" => &mut seen_blocks,
+            _ => {
+                return Err(meta.error(format_args!(
+                    "unknown `#[kernel]` option `{name}`; the options are `num_warps = N` and `min_blocks_per_sm = M`"
+                )))
+            }
+        };
+        if *seen {
+            return Err(meta.error(format_args!("`{name}` is given twice")));
         }
-        if seen_warps {
-            return Err(meta.error("`num_warps` is given twice"));
-        }
-        seen_warps = true;
+        *seen = true;
         let lit: syn::LitInt = meta.value()?.parse()?;
         let n: u32 = lit.base10_parse()?;
-        if !n.is_power_of_two() || n > 32 {
-            return Err(syn::Error::new_spanned(
-                &lit,
-                format_args!("`num_warps` must be a power of two ≤ 32, got {n}"),
-            ));
+        if name == "num_warps" {
+            if !n.is_power_of_two() || n > 32 {
+                return Err(syn::Error::new_spanned(
+                    &lit,
+                    format_args!("`num_warps` must be a power of two ≤ 32, got {n}"),
+                ));
+            }
+            options.num_warps = n;
+        } else {
+            if n == 0 {
+                return Err(syn::Error::new_spanned(
+                    &lit,
+                    "`min_blocks_per_sm` must be at least 1, got 0",
+                ));
+            }
+            options.min_blocks = n;
+            blocks_lit = Some(lit);
         }
-        options.num_warps = n;
         Ok(())
     });
     syn::parse::Parser::parse2(parser, attr)?;
+    if let Some(lit) = blocks_lit {
+        let threads = options.min_blocks * 32 * options.num_warps;
+        if threads > MAX_THREADS_PER_SM {
+            return Err(syn::Error::new_spanned(
+                &lit,
+                format_args!(
+                    "`min_blocks_per_sm = {}` programs of {} warps need {threads} threads, more than the \
+                     {MAX_THREADS_PER_SM} an SM holds",
+                    options.min_blocks, options.num_warps
+                ),
+            ));
+        }
+    }
     Ok(options)
 }
 
@@ -394,11 +432,11 @@ pub fn analyze(func: &ItemFn) -> syn::Result<KernelSig> {
                     continue;
                 }
             };
-            if name == "num_warps" {
+            if name == "num_warps" || name == "min_blocks" {
                 err(
                     &mut errors,
                     &name,
-                    "`num_warps` is reserved: every kernel's `Config` has a `num_warps` field",
+                    &format!("`{name}` is reserved: every kernel's `Config` has a `{name}` field"),
                 );
                 continue;
             }

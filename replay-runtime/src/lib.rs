@@ -17,7 +17,7 @@
 //! let x = DeviceBuffer::from_host(&stream, &xs)?;
 //! let y = DeviceBuffer::from_host(&stream, &ys)?;
 //! let mut out = DeviceBuffer::<f32>::zeros(&stream, n)?;
-//! add::Kernel::compile(&device, add::Config { BLOCK: 1024, num_warps: 4 })?
+//! add::Kernel::compile(&device, add::Config { BLOCK: 1024, num_warps: 4, min_blocks: 1 })?
 //!     .launch(&stream, Grid::cdiv(n as u64, 1024), (&x, &y, &mut out, n as i32))?;
 //! ```
 //!

@@ -269,7 +269,7 @@ fn bench_row(
         let mut io = StepIo::new(stream, shape, batch, max_t, args.gated)?;
         io.randomize(stream, 9)?;
         for &n in &args.drafts {
-            let accepted = ((0.75 * n as f64).round() as usize).max(1);
+            let accepted = super::tuning::accepted_drafts(n);
             // Fresh sequences ready to verify n drafts.
             for row in 0..batch {
                 rs.release(stream, row)?;

@@ -1,5 +1,6 @@
-//! Where the decode plans come from: tile shapes from the kernels' search spaces (the usual
-//! kernel autotuner, on generated inputs whose counters put every row mid-window), and the
+//! Where the decode plans come from: tile shapes (and occupancy hints) from the kernels' search
+//! spaces (the usual kernel autotuner, on generated inputs whose counters spread the rows over
+//! the states of one whole window, flushes included, as the plan will run them), and the
 //! replay window `L` from the amortised time of a whole window — `L − 1` non-flush steps and
 //! one flush, captured as one CUDA graph and timed as one unit by the scheme API — over
 //! candidates pruned around the traffic model's `L* = sqrt(2 ā (M_S/r − T))`. Everything is
@@ -117,6 +118,16 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
 }
 
+/// Occupancy hints searched (`min_blocks`): ptxas caps the registers to fit that many programs
+/// per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`].
+const MIN_BLOCKS: [i64; 4] = [1, 2, 3, 4];
+
+/// Drafts accepted on average per verification of `drafts` drafts (¾ of them, at least 1): what
+/// the speculative plan is tuned for and what `bench-ssm` commits.
+pub fn accepted_drafts(drafts: usize) -> usize {
+    ((0.75 * drafts as f64).round() as usize).max(1)
+}
+
 fn hb_values(shape: &ModelShape) -> Vec<i64> {
     let hpg = shape.heads_per_group() as i64;
     [1, 2, 4].into_iter().filter(|h| hpg % h == 0).collect()
@@ -136,6 +147,7 @@ fn tiles_of<C: replay_dsl::ConfigValues>(c: &C) -> Tiles {
         bv: value_of(c, "BV").unwrap_or(32) as usize,
         hb: value_of(c, "HB").unwrap_or(1) as usize,
         num_warps: value_of(c, "num_warps").unwrap_or(4) as u32,
+        min_blocks: value_of(c, "min_blocks").unwrap_or(1) as u32,
     }
 }
 
@@ -161,6 +173,7 @@ pub fn tune_conventional(
     )
     .axis("BV", bv_values(shape))
     .axis("num_warps", [2, 4, 8])
+    .axis("min_blocks", MIN_BLOCKS)
     .register_limit();
     let (heads, dv) = (shape.heads as u32, shape.dv);
     let mut problem = Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| {
@@ -174,17 +187,47 @@ pub fn tune_conventional(
     for (n, v) in shape_sizes(shape, batch, gated) {
         problem = problem.size(n, v);
     }
-    let points = bv_values(shape).len() * 3;
+    let points = bv_values(shape).len() * 3 * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
     Ok((tiles_of(&t.config), t.source, points))
 }
 
-/// Counters with every slot mid-window (`h = L/2`, no flush): the common non-flush launch.
-fn mid_window_meta(window: usize) -> Fill {
-    Fill::Values(vec![0.0, (window / 2) as f64, 0.0, 0.0])
+/// Counters `(start, h, flush, ·)` spreading the slots over `(h, flush)` states (repeated over
+/// the slots), so that one tuning launch does the work of one launch of the cycle averaged.
+fn cycle_meta(states: impl IntoIterator<Item = (usize, bool)>) -> Fill {
+    Fill::Values(
+        states
+            .into_iter()
+            .flat_map(|(h, flush)| [0.0, h as f64, flush as u8 as f64, 0.0])
+            .collect(),
+    )
 }
 
-/// Tiles of the replay step (`BV × HB × num_warps`) at window `window`, timed on non-flush rows.
+/// The states of the decode steps of one window of `window`: `h = 0 .. L − 1`, the last one
+/// flushing (`h + 1 ≥ L`).
+fn window_states(window: usize) -> Vec<(usize, bool)> {
+    (0..window).map(|h| (h, h + 1 >= window)).collect()
+}
+
+/// The states of the verifications of `drafts` drafts, `accepted` accepted, at window `window`
+/// in steady state (what `verify` + `commit` cycle through): `h = a, 2a, …` up to the first
+/// `h` with `h + T > L`, which flushes (and the next verification starts from `h = a`).
+fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, bool)> {
+    let a = accepted.max(1);
+    let mut states = Vec::new();
+    let mut h = a;
+    loop {
+        let flush = h + drafts > window;
+        states.push((h, flush));
+        if flush {
+            return states;
+        }
+        h += a;
+    }
+}
+
+/// Tiles of the replay step (`BV × HB × num_warps × min_blocks`) at window `window`, timed on
+/// rows spread over the `L` steps of a window (one in `L` flushing), as the window runs them.
 pub fn tune_replay_tiles(
     tuner: &mut Autotuner,
     shape: &ModelShape,
@@ -199,26 +242,31 @@ pub fn tune_replay_tiles(
         .axis("BV", bv_values_replay(shape))
         .axis("HB", hb_values(shape))
         .axis("num_warps", [4, 8])
+        .axis("min_blocks", MIN_BLOCKS)
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
         Problem::new(move |c: &C| Grid::new(batch as u32, (heads / c.HB) as u32, dv.div_ceil(c.BV) as u32))
             .scalar("batch", batch as i32)
             .scalar("slots", batch as i32 + 1)
-            .fill("meta", mid_window_meta(window));
+            .fill("meta", cycle_meta(window_states(window)));
     for (n, f) in param_fills(batch) {
         problem = problem.fill(n, f);
     }
     for (n, v) in shape_sizes(shape, batch, gated) {
         problem = problem.size(n, v);
     }
-    problem = problem.size("L", window as i64);
-    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2;
+    // `cycle`: the counters span the window (results tuned mid-window only are not reused).
+    problem = problem.size("L", window as i64).size("cycle", 1);
+    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
     Ok((tiles_of(&t.config), t.source, points))
 }
 
-/// Tiles of the verification kernel for `drafts` drafts at window `window`.
+/// Tiles of the verification kernel for `drafts` drafts (`T = drafts`, each verification
+/// carrying all of them) at window `window`, timed on rows spread over the states of the
+/// verify–commit cycle with `accepted` drafts accepted each time (flushes included).
+#[allow(clippy::too_many_arguments)]
 pub fn tune_verify_tiles(
     tuner: &mut Autotuner,
     shape: &ModelShape,
@@ -226,6 +274,7 @@ pub fn tune_verify_tiles(
     gated: bool,
     window: usize,
     drafts: usize,
+    accepted: usize,
 ) -> Result<(Tiles, TuneSource, usize)> {
     type C = <mamba2_verify::Kernel as KernelDef>::Config;
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
@@ -234,6 +283,7 @@ pub fn tune_verify_tiles(
         .axis("BV", bv_values_replay(shape))
         .axis("HB", hb_values(shape))
         .axis("num_warps", [4, 8])
+        .axis("min_blocks", MIN_BLOCKS)
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -241,15 +291,19 @@ pub fn tune_verify_tiles(
             .scalar("batch", batch as i32)
             .scalar("slots", batch as i32 + 1)
             .scalar("n_drafts", drafts as i32)
-            .fill("meta", mid_window_meta(window.saturating_sub(drafts)));
+            .fill("meta", cycle_meta(verify_states(window, drafts, accepted)));
     for (n, f) in param_fills(batch) {
         problem = problem.fill(n, f);
     }
     for (n, v) in shape_sizes(shape, batch, gated) {
         problem = problem.size(n, v);
     }
-    problem = problem.size("L", window as i64).size("T", drafts as i64);
-    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2;
+    problem = problem
+        .size("L", window as i64)
+        .size("T", drafts as i64)
+        .size("accepted", accepted as i64)
+        .size("cycle", 1);
+    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok((tiles_of(&t.config), t.source, points))
 }
@@ -345,7 +399,8 @@ pub fn tune_window(
     scheme = scheme
         .size("BV", tiles.bv as i64)
         .size("HB", tiles.hb as i64)
-        .size("num_warps", tiles.num_warps as i64);
+        .size("num_warps", tiles.num_warps as i64)
+        .size("min_blocks", tiles.min_blocks as i64);
     let t = tuner.tune_scheme(scheme)?;
     Ok((*t.config.get("L").expect("L") as usize, t.source))
 }
@@ -361,8 +416,8 @@ pub fn plans(
     verify_drafts: usize,
 ) -> Result<SsmPlans> {
     let (l_star, cands) = window_candidates(shape, 0, 1.0);
-    let accepted = 0.75 * verify_drafts as f64;
-    let (l_star_v, cands_v) = window_candidates(shape, verify_drafts, accepted.max(1.0));
+    let (l_star_v, cands_v) = window_candidates(shape, verify_drafts, (0.75 * verify_drafts as f64).max(1.0));
+    let accepted = accepted_drafts(verify_drafts);
     let mut conventional = ConventionalPlan::default_for(&shape, verify_drafts);
     let mut replay = ReplayPlan::default_for(&shape, cands[0], 0);
     let mut verify = ReplayPlan::default_for(&shape, cands_v[0], verify_drafts);
@@ -399,8 +454,16 @@ pub fn plans(
             let (l, s) = tune_window(tuner, shape, params, batch, gated, t, &cands)?;
             replay.window = l;
             note("window L", format!("{l} (L* = {l_star:.1}; {cands:?})"), s, cands.len());
+            if l != cands[0] {
+                // The tiles were tuned at the first candidate's `L` (a constexpr): tune them
+                // again at the window they will run with.
+                let (t, s, n) = tune_replay_tiles(tuner, &shape, batch, gated, l)?;
+                replay.step = t;
+                replay.verify = t;
+                note("replay tiles at the chosen L", t.show(), s, n);
+            }
             if verify_drafts > 0 {
-                let (t, s, n) = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, verify_drafts)?;
+                let (t, s, n) = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, verify_drafts, accepted)?;
                 verify.verify = t;
                 verify.step = replay.step;
                 note("verify tiles", t.show(), s, n);

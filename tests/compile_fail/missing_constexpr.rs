@@ -9,7 +9,7 @@ fn scale(x: Ptr<f32>, #[constexpr] BLOCK: usize, #[constexpr(default = 4)] UNROL
 
 fn main() {
     // BLOCK has no default, so it must be given.
-    let _ = scale::trace(&scale::Config { UNROLL: 2, num_warps: 4 });
+    let _ = scale::trace(&scale::Config { UNROLL: 2, num_warps: 4, min_blocks: 1 });
     // And `Config` has no `Default`.
     let _ = scale::Config::default();
 }

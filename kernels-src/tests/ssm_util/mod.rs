@@ -310,6 +310,7 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 num_warps: self.num_warps,
+                min_blocks: 1,
             },
         )
         .unwrap()
@@ -331,6 +332,7 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 num_warps: self.num_warps,
+                min_blocks: 1,
             },
         )
         .unwrap()
@@ -369,6 +371,7 @@ impl DecodeConfig {
                 HAS_Z: self.gated,
                 BV: self.bv,
                 num_warps: self.num_warps,
+                min_blocks: 1,
             },
         )
         .unwrap()
@@ -387,6 +390,7 @@ impl DecodeConfig {
                 HAS_Z: self.gated,
                 BV: self.bv,
                 num_warps: self.num_warps,
+                min_blocks: 1,
             },
         )
         .unwrap()
@@ -408,6 +412,7 @@ pub fn commit_kernel(
             T: t,
             BLOCK: block,
             num_warps,
+            min_blocks: 1,
         },
     )
     .unwrap()

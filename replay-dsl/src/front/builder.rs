@@ -17,6 +17,9 @@ thread_local! {
     static CTX: RefCell<Option<Ctx>> = const { RefCell::new(None) };
 }
 
+/// Threads one SM holds at once on every supported target (`sm_90a`, `sm_100a`).
+pub const MAX_THREADS_PER_SM: u32 = 2048;
+
 /// Traces a kernel body into IR. `body` receives one value per parameter.
 ///
 /// Errors met inside the body (shape mismatches, failed static asserts, …) are collected and the
@@ -28,6 +31,20 @@ pub fn trace(
     num_warps: u32,
     body: impl FnOnce(&[Value]),
 ) -> Result<Kernel, CompileError> {
+    trace_with_min_blocks(name, params, constexprs, num_warps, 1, body)
+}
+
+/// [`trace`] with an occupancy hint: `min_blocks` programs of `32 × num_warps` threads should
+/// fit on one SM at once (`.minnctapersm`; 1 is no hint). It must be at least 1 and the
+/// programs must fit [`MAX_THREADS_PER_SM`].
+pub fn trace_with_min_blocks(
+    name: &str,
+    params: Vec<Param>,
+    constexprs: Vec<(String, i64)>,
+    num_warps: u32,
+    min_blocks: u32,
+    body: impl FnOnce(&[Value]),
+) -> Result<Kernel, CompileError> {
     if !num_warps.is_power_of_two() || num_warps > 32 {
         return Err(CompileError::new(
             name,
@@ -35,11 +52,22 @@ pub fn trace(
             ErrorKind::Constexpr(format!("num_warps must be a power of two ≤ 32, got {num_warps}")),
         ));
     }
+    if min_blocks == 0 || min_blocks * 32 * num_warps > MAX_THREADS_PER_SM {
+        return Err(CompileError::new(
+            name,
+            "min_blocks",
+            ErrorKind::Constexpr(format!(
+                "min_blocks must be ≥ 1 with min_blocks × 32 × num_warps ≤ {MAX_THREADS_PER_SM}, got {min_blocks} \
+                 programs of {num_warps} warps"
+            )),
+        ));
+    }
     let kernel = Kernel {
         name: name.to_string(),
         params: params.clone(),
         constexprs,
         num_warps,
+        min_blocks,
         values: Vec::new(),
         body: Block::default(),
     };

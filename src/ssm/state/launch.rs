@@ -22,6 +22,7 @@ macro_rules! compile_layer_kernel {
                 HAS_Z: $gated,
                 BV: $tiles.bv,
                 num_warps: $tiles.num_warps,
+                min_blocks: $tiles.min_blocks,
                 $($field: $value,)*
             },
         )
@@ -62,6 +63,7 @@ impl AdmitKernel {
                 WITH_META: with_meta,
                 BLOCK: 1024,
                 num_warps: 4,
+                min_blocks: 1,
             },
         )?;
         Ok(AdmitKernel { k, state_elems })

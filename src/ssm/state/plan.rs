@@ -4,7 +4,7 @@ use replay_kernels::ssm::shapes::ModelShape;
 use serde::Serialize;
 
 /// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB` (replay
-/// and verify only; 1 elsewhere) and warps.
+/// and verify only; 1 elsewhere), warps and the occupancy hint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Tiles {
     /// Value rows of the state per program.
@@ -13,12 +13,19 @@ pub struct Tiles {
     pub hb: usize,
     /// Warps per program.
     pub num_warps: u32,
+    /// Programs that should fit on one SM at once (the kernel's `min_blocks`; 1 is no hint).
+    pub min_blocks: u32,
 }
 
 impl Tiles {
-    /// `BV=.. HB=.. warps=..`.
+    /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint.
     pub fn show(&self) -> String {
-        format!("BV={} HB={} w={}", self.bv, self.hb, self.num_warps)
+        let hint = if self.min_blocks > 1 {
+            format!(" b={}", self.min_blocks)
+        } else {
+            String::new()
+        };
+        format!("BV={} HB={} w={}{hint}", self.bv, self.hb, self.num_warps)
     }
 }
 
@@ -58,12 +65,18 @@ pub struct ReplayPlan {
 
 impl ReplayPlan {
     /// A plan with default tiles for `shape` (before tuning): `BV = min(32, dv)` rounded to a
-    /// power of two, `HB` the largest of 4, 2, 1 dividing the heads per group, 4 warps.
+    /// power of two, `HB` the largest of 4, 2, 1 dividing the heads per group, 4 warps, no
+    /// occupancy hint.
     pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
         let hb = [4, 2, 1].into_iter().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
         let bv = 32usize.min(shape.dv.next_power_of_two());
-        let t = Tiles { bv, hb, num_warps: 4 };
+        let t = Tiles {
+            bv,
+            hb,
+            num_warps: 4,
+            min_blocks: 1,
+        };
         ReplayPlan {
             window,
             max_drafts,
@@ -92,6 +105,7 @@ impl ConventionalPlan {
             bv: 32usize.min(shape.dv.next_power_of_two()),
             hb: 1,
             num_warps: 4,
+            min_blocks: 1,
         };
         ConventionalPlan {
             decode: t,

@@ -82,6 +82,7 @@ impl Mamba2ReplayState {
                 T: t,
                 BLOCK: COMMIT_BLOCK,
                 num_warps: 4,
+                min_blocks: 1,
             },
         )?;
         Ok(Mamba2ReplayState {

@@ -42,6 +42,6 @@ fn running(x: Ptr<f32>, out: Ptr<f32>, n: i32, limit: f32, #[constexpr] BLOCK: u
 fn main() {
     let k = add::trace(&add::Config::default()).unwrap();
     assert_eq!(k.name, "add");
-    let cfg = running::Config { BLOCK: 32, TWICE: true, num_warps: 1 };
+    let cfg = running::Config { BLOCK: 32, TWICE: true, num_warps: 1, min_blocks: 1 };
     assert!(running::trace(&cfg).is_ok());
 }

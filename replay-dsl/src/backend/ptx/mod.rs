@@ -133,9 +133,15 @@ impl<'k> Emitter<'k> {
             .enumerate()
             .map(|(i, p)| format!("\t.param .{} {name}_param_{i}", param_type(p.dtype)))
             .collect();
+        // `.minnctapersm` makes ptxas fit the registers to that many programs per SM.
+        let hint = if self.k.min_blocks > 1 {
+            format!(".minnctapersm {}\n", self.k.min_blocks)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            ".visible .entry {name}(\n{}\n)\n.maxntid {}, 1, 1\n{{",
+            ".visible .entry {name}(\n{}\n)\n.maxntid {}, 1, 1\n{hint}{{",
             params.join(",\n"),
             self.k.num_warps * 32
         );
