@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         softmax::Config {
             BLOCK: 1024,
             num_warps: 4,
-            min_blocks: 1,
+            ..Default::default()
         },
     )?
     .launch(
