@@ -809,9 +809,8 @@ fn min_blocks_hint_is_emitted_and_assembles() {
 
 #[test]
 fn min_blocks_hint_is_validated() {
-    let traced = |warps: u32, m: u32| {
-        replay_dsl::front::builder::trace_with_min_blocks("k", vec![], vec![], warps, m, |_| {})
-    };
+    let traced =
+        |warps: u32, m: u32| replay_dsl::front::builder::trace_with_min_blocks("k", vec![], vec![], warps, m, |_| {});
     assert_eq!(traced(4, 3).unwrap().min_blocks, 3);
     assert_eq!(traced(32, 2).unwrap().min_blocks, 2);
     for (warps, m) in [(4, 0), (32, 3), (8, 9)] {
