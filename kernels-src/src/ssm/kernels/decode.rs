@@ -1,7 +1,147 @@
 //! Conventional Mamba-2 decode: one launch per step, the state read and written every step.
+//!
+//! The per-program computation is written once, in `#[kernel_fn]` helpers shared by the two
+//! decode kernels and by [`super::spec_baseline::mamba2_spec_baseline`]: `program` (the
+//! program's coordinates and slot), `token_inputs` (one token's `x`, `k`, `q`), `decode_inputs`
+//! (`dt'`, `α` and the token inputs of a decode step), `update` (the new state tile) and
+//! `emit_output` (`y`, stored).
 
 use super::{mix32, sr_key};
 use replay_dsl::prelude::*;
+
+/// The coordinates of program `(row, head, vb)` of a `(batch, HEADS, ⌈DV/BV⌉)` grid, its slot
+/// and the shapes it works with.
+pub(super) struct Program {
+    /// Batch row.
+    pub row: Tile<i32>,
+    /// Value head.
+    pub head: Tile<i32>,
+    /// Group of the head (`head / (HEADS / GROUPS)`).
+    pub g: Tile<i32>,
+    /// The program's value rows `vb·BV + [0, BV)`.
+    pub v: Tile<i32>,
+    /// `v < DV`.
+    pub vmask: Tile<bool>,
+    /// `[0, DK)`.
+    pub kk: Tile<i32>,
+    /// `slot_idx[row]` (0: a padding row).
+    pub slot: Tile<i32>,
+    /// `HEADS`.
+    pub heads: usize,
+    /// `GROUPS`.
+    pub groups: usize,
+    /// `DK`.
+    pub dk: usize,
+    /// `DV`.
+    pub dv: usize,
+}
+
+/// This program's [`Program`] (`heads` … `bv`: the kernel's `HEADS` … `BV`); checks that
+/// `HEADS` is a multiple of `GROUPS`.
+#[kernel_fn]
+pub(super) fn program(
+    slot_idx: Tile<Ptr<i32>>,
+    heads: usize,
+    groups: usize,
+    dk: usize,
+    dv: usize,
+    bv: usize,
+) -> Program {
+    static_assert(groups > 0 && heads % groups == 0, "HEADS must be a multiple of GROUPS");
+    let row = program_id(0);
+    let head = program_id(1);
+    let g = head / (heads / groups);
+    let v = program_id(2) * bv + arange(bv);
+    let vmask = v < dv;
+    let kk = arange(dk);
+    let slot = load(slot_idx + row, true);
+    Program {
+        row,
+        head,
+        g,
+        v,
+        vmask,
+        kk,
+        slot,
+        heads,
+        groups,
+        dk,
+        dv,
+    }
+}
+
+/// The inputs of token `tok` (a row of the token-major inputs) for program `p`.
+pub(super) struct Token {
+    /// `dt' = softplus(dt + dt_bias)` of the token and head.
+    pub dtp: Tile<f32>,
+    /// Offset of the program's value rows in `x`, `z` and `y`.
+    pub xoff: Tile<i32>,
+    /// `x` of the value rows, in f32.
+    pub xv: Tile<f32>,
+    /// `k = B` of the head's group, in f32.
+    pub k: Tile<f32>,
+    /// `q = C` of the head's group, in f32.
+    pub q: Tile<f32>,
+}
+
+/// Loads `x`, `B` and `C` of token `tok` for program `p`, given the token's `dtp`.
+#[kernel_fn]
+pub(super) fn token_inputs(
+    p: &Program,
+    tok: Tile<i32>,
+    dtp: Tile<f32>,
+    x: Tile<Ptr<bf16>>,
+    bmat: Tile<Ptr<bf16>>,
+    cmat: Tile<Ptr<bf16>>,
+) -> Token {
+    let xoff = (tok * p.heads + p.head) * p.dv + p.v;
+    let xv = load(x + xoff, p.vmask).cast::<f32>();
+    let k = load(bmat + (tok * p.groups + p.g) * p.dk + p.kk, true).cast::<f32>();
+    let q = load(cmat + (tok * p.groups + p.g) * p.dk + p.kk, true).cast::<f32>();
+    Token { dtp, xoff, xv, k, q }
+}
+
+/// The inputs of one decode step for program `p`: `α = exp(dt'·A)` and the token of row
+/// `p.row`.
+#[kernel_fn]
+pub(super) fn decode_inputs(
+    p: &Program,
+    dt: Tile<Ptr<bf16>>,
+    x: Tile<Ptr<bf16>>,
+    bmat: Tile<Ptr<bf16>>,
+    cmat: Tile<Ptr<bf16>>,
+    a: Tile<Ptr<f32>>,
+    dt_bias: Tile<Ptr<f32>>,
+) -> (Tile<f32>, Token) {
+    let dtp = softplus(load(dt + p.row * p.heads + p.head, true).cast::<f32>() + load(dt_bias + p.head, true));
+    let alpha = exp(dtp * load(a + p.head, true));
+    (alpha, token_inputs(p, p.row, dtp, x, bmat, cmat))
+}
+
+/// The new state tile `α S + (dt'·x) kᵀ` from the previous one `prev` (f32, `[BV, DK]`).
+#[kernel_fn]
+pub(super) fn update(t: &Token, alpha: Tile<f32>, prev: Tile<f32>) -> Tile<f32> {
+    alpha * prev + (t.dtp * t.xv).expand_dims(1) * t.k.expand_dims(0)
+}
+
+/// `y = S q + D x` (times `silu(z)` when `has_z`) of the state tile `s`, stored to `out` as bf16.
+/// `d` gives `D` of the head; it is called after `S q`, where a kernel may load it.
+#[kernel_fn]
+pub(super) fn emit_output<D: FnOnce() -> Tile<f32>>(
+    p: &Program,
+    t: &Token,
+    s: Tile<f32>,
+    d: D,
+    z: Tile<Ptr<bf16>>,
+    out: Tile<Ptr<bf16>>,
+    has_z: bool,
+) {
+    let mut y = sum(s * t.q.expand_dims(0), 1) + d() * t.xv;
+    if has_z {
+        y *= silu(load(z + t.xoff, p.vmask).cast::<f32>());
+    }
+    store(out + t.xoff, y.cast::<bf16>(), p.vmask);
+}
 
 /// One conventional decode step for the batch on an fp32 state: per row, head and value block
 /// `S ← α S + (dt'·x) Bᵀ` with `dt' = softplus(dt + dt_bias)`, `α = exp(dt'·A)`, then
@@ -29,32 +169,16 @@ pub fn mamba2_decode(
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 32)] BV: usize,
 ) {
-    static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
-    let row = program_id(0);
-    let head = program_id(1);
-    let g = head / (HEADS / GROUPS);
-    let v = program_id(2) * BV + arange(BV);
-    let vmask = v < DV;
-    let kk = arange(DK);
-    let slot = load(slot_idx + row, true);
-    if slot != 0 {
-        let dtp = softplus(load(dt + row * HEADS + head, true).cast::<f32>() + load(dt_bias + head, true));
-        let alpha = exp(dtp * load(a + head, true));
-        let xoff = (row * HEADS + head) * DV + v;
-        let xv = load(x + xoff, vmask).cast::<f32>();
-        let k = load(bmat + (row * GROUPS + g) * DK + kk, true).cast::<f32>();
-        let q = load(cmat + (row * GROUPS + g) * DK + kk, true).cast::<f32>();
+    let p = program(slot_idx, HEADS, GROUPS, DK, DV, BV);
+    if p.slot != 0 {
+        let (alpha, t) = decode_inputs(&p, dt, x, bmat, cmat, a, dt_bias);
         let sptr = state
-            + (slot.cast::<i64>() * HEADS + head.cast::<i64>()) * (DV * DK)
-            + (v * DK).expand_dims(1)
-            + kk.expand_dims(0);
-        let smask = vmask.expand_dims(1);
-        let s = alpha * load(sptr, smask) + (dtp * xv).expand_dims(1) * k.expand_dims(0);
-        let mut y = sum(s * q.expand_dims(0), 1) + load(d + head, true) * xv;
-        if HAS_Z {
-            y = y * silu(load(z + xoff, vmask).cast::<f32>());
-        }
-        store(out + xoff, y.cast::<bf16>(), vmask);
+            + (p.slot.cast::<i64>() * HEADS + p.head.cast::<i64>()) * (DV * DK)
+            + (p.v * DK).expand_dims(1)
+            + p.kk.expand_dims(0);
+        let smask = p.vmask.expand_dims(1);
+        let s = update(&t, alpha, load(sptr, smask));
+        emit_output(&p, &t, s, || load(d + p.head, true), z, out, HAS_Z);
         store(sptr, s, smask);
     }
 }
@@ -89,31 +213,15 @@ pub fn mamba2_decode_f16(
     #[constexpr(default = true)] SR: bool,
     #[constexpr(default = 32)] BV: usize,
 ) {
-    static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
-    let row = program_id(0);
-    let head = program_id(1);
-    let g = head / (HEADS / GROUPS);
-    let v = program_id(2) * BV + arange(BV);
-    let vmask = v < DV;
-    let kk = arange(DK);
-    let slot = load(slot_idx + row, true);
-    if slot != 0 {
-        let dtp = softplus(load(dt + row * HEADS + head, true).cast::<f32>() + load(dt_bias + head, true));
-        let alpha = exp(dtp * load(a + head, true));
-        let xoff = (row * HEADS + head) * DV + v;
-        let xv = load(x + xoff, vmask).cast::<f32>();
-        let k = load(bmat + (row * GROUPS + g) * DK + kk, true).cast::<f32>();
-        let q = load(cmat + (row * GROUPS + g) * DK + kk, true).cast::<f32>();
-        let base = (slot.cast::<i64>() * HEADS + head.cast::<i64>()) * (DV * DK);
-        let elem = (v * DK).expand_dims(1) + kk.expand_dims(0);
+    let p = program(slot_idx, HEADS, GROUPS, DK, DV, BV);
+    if p.slot != 0 {
+        let (alpha, t) = decode_inputs(&p, dt, x, bmat, cmat, a, dt_bias);
+        let base = (p.slot.cast::<i64>() * HEADS + p.head.cast::<i64>()) * (DV * DK);
+        let elem = (p.v * DK).expand_dims(1) + p.kk.expand_dims(0);
         let sptr = state + base + elem;
-        let smask = vmask.expand_dims(1);
-        let s = alpha * load(sptr, smask).cast::<f32>() + (dtp * xv).expand_dims(1) * k.expand_dims(0);
-        let mut y = sum(s * q.expand_dims(0), 1) + load(d + head, true) * xv;
-        if HAS_Z {
-            y = y * silu(load(z + xoff, vmask).cast::<f32>());
-        }
-        store(out + xoff, y.cast::<bf16>(), vmask);
+        let smask = p.vmask.expand_dims(1);
+        let s = update(&t, alpha, load(sptr, smask).cast::<f32>());
+        emit_output(&p, &t, s, || load(d + p.head, true), z, out, HAS_Z);
         if SR {
             let index = base.cast::<u32>() + elem.cast::<u32>();
             let bits = mix32(index ^ sr_key(seed, step));

@@ -1,6 +1,7 @@
 //! Conventional speculative decoding, as serving engines do it today: the recurrence runs over
 //! the drafts and writes one full state snapshot per draft token.
 
+use super::decode::{emit_output, program, token_inputs, update};
 use replay_dsl::prelude::*;
 
 /// Verifies `n_drafts` draft tokens per row with the plain recurrence: the state of slot
@@ -33,35 +34,24 @@ pub fn mamba2_spec_baseline(
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 32)] BV: usize,
 ) {
-    static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
-    let row = program_id(0);
-    let head = program_id(1);
-    let g = head / (HEADS / GROUPS);
-    let v = program_id(2) * BV + arange(BV);
-    let vmask = v < DV;
-    let kk = arange(DK);
-    let slot = load(slot_idx + row, true);
-    if slot != 0 {
-        let elem = (v * DK).expand_dims(1) + kk.expand_dims(0);
-        let smask = vmask.expand_dims(1);
-        let head_off = head.cast::<i64>() * (DV * DK);
-        let mut s = load(state + slot.cast::<i64>() * (HEADS * DV * DK) + head_off + elem, smask);
-        let a_h = load(a + head, true);
-        let bias = load(dt_bias + head, true);
-        let d_h = load(d + head, true);
+    let p = program(slot_idx, HEADS, GROUPS, DK, DV, BV);
+    if p.slot != 0 {
+        let elem = (p.v * DK).expand_dims(1) + p.kk.expand_dims(0);
+        let smask = p.vmask.expand_dims(1);
+        let head_off = p.head.cast::<i64>() * (DV * DK);
+        let mut s = load(
+            state + p.slot.cast::<i64>() * (HEADS * DV * DK) + head_off + elem,
+            smask,
+        );
+        let a_h = load(a + p.head, true);
+        let bias = load(dt_bias + p.head, true);
+        let d_h = load(d + p.head, true);
         for t in range(0, n_drafts) {
-            let tok = row * n_drafts + t;
-            let dtp = softplus(load(dt + tok * HEADS + head, true).cast::<f32>() + bias);
-            let xoff = (tok * HEADS + head) * DV + v;
-            let xv = load(x + xoff, vmask).cast::<f32>();
-            let k = load(bmat + (tok * GROUPS + g) * DK + kk, true).cast::<f32>();
-            let q = load(cmat + (tok * GROUPS + g) * DK + kk, true).cast::<f32>();
-            s = exp(dtp * a_h) * s + (dtp * xv).expand_dims(1) * k.expand_dims(0);
-            let mut y = sum(s * q.expand_dims(0), 1) + d_h * xv;
-            if HAS_Z {
-                y = y * silu(load(z + xoff, vmask).cast::<f32>());
-            }
-            store(out + xoff, y.cast::<bf16>(), vmask);
+            let tok = p.row * n_drafts + t;
+            let dtp = softplus(load(dt + tok * HEADS + p.head, true).cast::<f32>() + bias);
+            let tk = token_inputs(&p, tok, dtp, x, bmat, cmat);
+            s = update(&tk, exp(dtp * a_h), s);
+            emit_output(&p, &tk, s, || d_h, z, out, HAS_Z);
             let snap = load(snap_idx + tok, true).cast::<i64>();
             store(state + snap * (HEADS * DV * DK) + head_off + elem, s, smask);
         }
