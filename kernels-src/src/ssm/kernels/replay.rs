@@ -3,6 +3,9 @@
 use super::record_rows;
 use replay_dsl::prelude::*;
 
+/// Key columns per chunk of the state tile: one `[BV, DKC]` chunk of `S_ckpt` is live at a time.
+pub const DKC: usize = 32;
+
 /// One standard decode step of the replay form for every row of the batch.
 ///
 /// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (all in one group `g`) and
@@ -58,6 +61,7 @@ pub fn mamba2_replay_step(
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1, "the window L must be at least 1");
+    static_assert(DK % DK.min(DKC) == 0, "DK must be a multiple of DKC (or smaller)");
     let hpg = HEADS / GROUPS;
     let cap = L + T;
     let nr = record_rows(cap);
@@ -67,7 +71,10 @@ pub fn mamba2_replay_step(
     let g = head0 / hpg;
     let v = program_id(2) * BV + arange(BV);
     let vmask = v < DV;
-    let kk = arange(DK);
+    // Column chunks of the keys and the state tile.
+    let dkc = DK.min(DKC);
+    let nc = DK / dkc;
+    let cols: Vec<Tile<i32>> = (0..nc).map(|c| arange(dkc) + c * dkc).collect();
     let slot = load(slot_idx + row, true);
     if slot != 0 {
         let mrow = meta + slot * 4;
@@ -88,15 +95,32 @@ pub fn mamba2_replay_step(
         let next_in_ring = valid & (i >= 2);
         let pos_cur = (start + h) % cap;
 
-        // The group's query and keys, and k_j . q once for the HB heads.
-        let q = load(cmat + (row * GROUPS + g) * DK + kk, true).cast::<f32>();
-        let k_cur = load(bmat + (row * GROUPS + g) * DK + kk, true);
-        let k_ring = load(
-            ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
-            in_ring.expand_dims(1),
-        );
-        let keys = select((i == 0).expand_dims(1), k_cur.expand_dims(0), k_ring).cast::<f32>();
-        let kq = sum(keys * q.expand_dims(0), 1);
+        // The group's query and keys, and k_j . q once for the HB heads, in column chunks of DKC
+        // (the state tile is processed chunk by chunk below, so one chunk of it is live at once).
+        let q_b: Vec<Tile<bf16>> = cols
+            .iter()
+            .map(|&kc| load(cmat + (row * GROUPS + g) * DK + kc, true))
+            .collect();
+        let q_c: Vec<Tile<f32>> = q_b.iter().map(|q| q.cast::<f32>()).collect();
+        let k_cur: Vec<Tile<bf16>> = cols
+            .iter()
+            .map(|&kc| load(bmat + (row * GROUPS + g) * DK + kc, true))
+            .collect();
+        let keys: Vec<Tile<bf16>> = cols
+            .iter()
+            .zip(&k_cur)
+            .map(|(&kc, &kcur)| {
+                let k_ring = load(
+                    ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kc.expand_dims(0),
+                    in_ring.expand_dims(1),
+                );
+                select((i == 0).expand_dims(1), kcur.expand_dims(0), k_ring)
+            })
+            .collect();
+        let mut kq = sum(dot(keys[0], q_b[0].expand_dims(1)), 1);
+        for c in 1..nc {
+            kq = kq + sum(dot(keys[c], q_b[c].expand_dims(1)), 1);
+        }
 
         for hh in range(0, HB) {
             let head = head0 + hh;
@@ -123,10 +147,19 @@ pub fn mamba2_replay_step(
             );
             let xs = select((i == 0).expand_dims(1), x_cur.expand_dims(0), x_ring.cast::<f32>());
 
+            // S_ckpt q chunk by chunk; flush rows fold each chunk right after reading it:
+            // S_ckpt <- γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once per window.
             let srow = ckpt + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK);
-            let sptr = srow + (v * DK).expand_dims(1) + kk.expand_dims(0);
-            let s = load(sptr, vmask.expand_dims(1));
-            let sq = sum(s * q.expand_dims(0), 1);
+            let mut sq = zeros::<f32>([BV]);
+            for c in 0..nc {
+                let sptr = srow + (v * DK).expand_dims(1) + cols[c].expand_dims(0);
+                let s = load(sptr, vmask.expand_dims(1));
+                sq = sq + sum(s * q_c[c].expand_dims(0), 1);
+                if flush {
+                    let upd = dot_acc((xs * w.expand_dims(1)).trans(), keys[c].cast::<f32>(), s * gamma);
+                    store(sptr, upd, vmask.expand_dims(1));
+                }
+            }
             let y_rec = sum(xs * (w * kq).expand_dims(1), 0);
             let mut y = gamma * sq + y_rec + load(d + head, true) * x_cur;
             if HAS_Z {
@@ -134,11 +167,7 @@ pub fn mamba2_replay_step(
             }
             store(out + xoff, y.cast::<bf16>(), vmask);
 
-            if flush {
-                // S_ckpt <- γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once per window.
-                let upd = dot_acc((xs * w.expand_dims(1)).trans(), keys, s * gamma);
-                store(sptr, upd, vmask.expand_dims(1));
-            } else {
+            if !flush {
                 store(ring_x + pos_cur * (HEADS * DV) + head * DV + v, x_cur_raw, vmask);
                 if program_id(2) == 0 {
                     store(ring_dt + pos_cur * HEADS + head, dt_cur, true);
@@ -147,7 +176,9 @@ pub fn mamba2_replay_step(
         }
         // The group's key of this step, once per group.
         if (!flush) & (program_id(2) == 0) & (head0 % hpg == 0) {
-            store(ring_b + pos_cur * (GROUPS * DK) + g * DK + kk, k_cur, true);
+            for c in 0..nc {
+                store(ring_b + pos_cur * (GROUPS * DK) + g * DK + cols[c], k_cur[c], true);
+            }
         }
     }
 }
