@@ -648,55 +648,37 @@ impl<'a> Exec<'a> {
         if mask.is_some_and(|m| m.len() != n) || other.is_some_and(|o| o.len() != n) {
             return unsupported("load operands differ in size");
         }
-        Ok(if e.is_float() {
-            let oth = match other {
-                Some(Data::F(v)) => Some(&v[..]),
-                None => None,
-                Some(d) => return unsupported(format!("`other` is a {} tile", d.kind())),
-            };
-            let mut out = Vec::with_capacity(n);
-            for (i, &p) in ps.iter().enumerate() {
-                out.push(if on(i) {
-                    let o = Self::check(mem, e, p)?;
-                    decode_f(e, &mem.bufs[p.buf as usize].bytes[o..])
-                } else {
-                    oth.map_or(0.0, |v| v[i])
-                });
-            }
-            Data::F(out)
-        } else if e.is_int() {
-            let oth = match other {
-                Some(Data::I(v)) => Some(&v[..]),
-                None => None,
-                Some(d) => return unsupported(format!("`other` is a {} tile", d.kind())),
-            };
-            let mut out = Vec::with_capacity(n);
-            for (i, &p) in ps.iter().enumerate() {
-                out.push(if on(i) {
-                    let o = Self::check(mem, e, p)?;
-                    decode_i(e, &mem.bufs[p.buf as usize].bytes[o..])
-                } else {
-                    oth.map_or(0, |v| v[i])
-                });
-            }
-            Data::I(out)
-        } else {
-            let oth = match other {
-                Some(Data::B(v)) => Some(&v[..]),
-                None => None,
-                Some(d) => return unsupported(format!("`other` is a {} tile", d.kind())),
-            };
-            let mut out = Vec::with_capacity(n);
-            for (i, &p) in ps.iter().enumerate() {
-                out.push(if on(i) {
-                    let o = Self::check(mem, e, p)?;
-                    mem.bufs[p.buf as usize].bytes[o] != 0
-                } else {
-                    oth.is_some_and(|v| v[i])
-                });
-            }
-            Data::B(out)
+        Ok(match (e.is_float(), e.is_int(), other) {
+            (true, _, Some(Data::F(v))) => Data::F(Self::gather(mem, e, ps, &on, Some(v), |b| decode_f(e, b))?),
+            (true, _, None) => Data::F(Self::gather(mem, e, ps, &on, None, |b| decode_f(e, b))?),
+            (false, true, Some(Data::I(v))) => Data::I(Self::gather(mem, e, ps, &on, Some(v), |b| decode_i(e, b))?),
+            (false, true, None) => Data::I(Self::gather(mem, e, ps, &on, None, |b| decode_i(e, b))?),
+            (false, false, Some(Data::B(v))) => Data::B(Self::gather(mem, e, ps, &on, Some(v), |b| b[0] != 0)?),
+            (false, false, None) => Data::B(Self::gather(mem, e, ps, &on, None, |b| b[0] != 0)?),
+            (_, _, Some(d)) => return unsupported(format!("`other` is a {} tile", d.kind())),
         })
+    }
+
+    /// Reads one element per lane where `on(lane)`; masked-off lanes take `other[lane]` (or the
+    /// type's default, i.e. zero / false).
+    fn gather<T: Copy + Default>(
+        mem: &Memory,
+        e: Elem,
+        ps: &[PtrVal],
+        on: &dyn Fn(usize) -> bool,
+        other: Option<&Vec<T>>,
+        read: impl Fn(&[u8]) -> T,
+    ) -> R<Vec<T>> {
+        let mut out = Vec::with_capacity(ps.len());
+        for (i, &p) in ps.iter().enumerate() {
+            out.push(if on(i) {
+                let o = Self::check(mem, e, p)?;
+                read(&mem.bufs[p.buf as usize].bytes[o..])
+            } else {
+                other.map_or_else(T::default, |v| v[i])
+            });
+        }
+        Ok(out)
     }
 
     fn store(&mut self, e: Elem, ps: &[PtrVal], v: &Data, mask: Option<&[bool]>) -> R<()> {
