@@ -3,9 +3,6 @@
 use super::record_rows;
 use replay_dsl::prelude::*;
 
-/// Key columns per chunk of the state tile: one `[BV, DKC]` chunk of `S_ckpt` is live at a time.
-pub const DKC: usize = 32;
-
 /// One standard decode step of the replay form for every row of the batch.
 ///
 /// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (all in one group `g`) and
@@ -15,17 +12,20 @@ pub const DKC: usize = 32;
 /// `HAS_Z`, where `γ_{a:b} = exp(A Σ_{l=a..b} dt'_l)`.
 ///
 /// - The group's keys `k_j` (the ring's `B` rows and this step's `B`) and the products `k_jᵀ q`
-///   are loaded/computed once per program and reused by its `HB` heads (`HB = HEADS/GROUPS`
+///   are loaded/computed once per program and shared by its `HB` heads (`HB = HEADS/GROUPS`
 ///   computes them once per group; a smaller `HB` trades that for more programs at small batch).
-/// - Records are held newest-first: tile row `i` is record `j = h − i`; then the exclusive
-///   suffix sums `Σ_{l=j+1..h} dt'_l` are an inclusive `cumsum` of the `dt'` of record `j+1`.
-/// - **Non-flush** rows (`meta[slot][2] == 0`): read `S_ckpt` and the records, write `y` and
-///   append this step's record at ring position `(start + h) % (L+T)`; the checkpoint is not
-///   written.
-/// - **Flush** rows: additionally `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ`
-///   (one `dot` over the records), written once; this step's record is not stored (the window
-///   is empty afterwards). [`super::commit::mamba2_commit`] then moves `h`.
-/// - Padding rows (slot 0) do nothing.
+/// - Records are held newest-first: tile row `i` is record `j = h − i`, so the decay sums
+///   `Σ_{l=j+1..h} dt'_l` are exclusive prefix sums down the rows.
+/// - **Non-flush** rows (`meta[slot][2] == 0`): the `HB` heads are one `[HB, BV, DK]` tile of
+///   `S_ckpt`, so every load of the step is in flight before the first reduction; `y` is
+///   written and this step's record appended at ring position `(start + h) % (L+T)`; the
+///   checkpoint is neither materialised nor written.
+/// - **Flush** rows, head by head: `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ`
+///   (one `dot` over the records), written once, and `y = S_ckpt q + D x` from it; this step's
+///   record is not stored (the window is empty afterwards). [`super::commit::mamba2_commit`]
+///   then moves `h`.
+/// - Padding rows (slot 0) do nothing. `HB` need not be a power of two (extra head lanes are
+///   masked).
 ///
 /// Contract: the flag is [`super::initial_flush_flag`]`(h, 0, L)` as the commit kernel sets it
 /// (so `h + 1 ≤ L + T` records fit).
@@ -61,7 +61,6 @@ pub fn mamba2_replay_step(
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1, "the window L must be at least 1");
-    static_assert(DK % DK.min(DKC) == 0, "DK must be a multiple of DKC (or smaller)");
     let hpg = HEADS / GROUPS;
     let cap = L + T;
     let nr = record_rows(cap);
@@ -69,12 +68,13 @@ pub fn mamba2_replay_step(
     let row = program_id(0);
     let head0 = program_id(1) * HB;
     let g = head0 / hpg;
+    // Head lanes: HB rounded up to a power of two, the extra lanes masked off.
+    let hh = arange(HB.next_power_of_two());
+    let hmask = hh < HB;
+    let heads = head0 + hh;
     let v = program_id(2) * BV + arange(BV);
     let vmask = v < DV;
-    // Column chunks of the keys and the state tile.
-    let dkc = DK.min(DKC);
-    let nc = DK / dkc;
-    let cols: Vec<Tile<i32>> = (0..nc).map(|c| arange(dkc) + c * dkc).collect();
+    let kk = arange(DK);
     let slot = load(slot_idx + row, true);
     if slot != 0 {
         let mrow = meta + slot * 4;
@@ -87,97 +87,110 @@ pub fn mamba2_replay_step(
         let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
         // Tile row i holds record j = h - i (row 0: this step's record).
         let i = arange(nr);
-        let valid = i <= h;
-        let in_ring = valid & (i >= 1);
+        let current = (i == 0).expand_dims(1);
+        let in_ring = (i <= h) & (i >= 1);
         let pos = (start + h - i + cap) % cap;
-        // Ring position of record j + 1 (row i - 1), for rows i >= 2.
-        let pos_next = (start + h - i + 1 + cap) % cap;
-        let next_in_ring = valid & (i >= 2);
         let pos_cur = (start + h) % cap;
 
-        // The group's query and keys, and k_j . q once for the HB heads, in column chunks of DKC
-        // (the state tile is processed chunk by chunk below, so one chunk of it is live at once).
-        let q_b: Vec<Tile<bf16>> = cols
-            .iter()
-            .map(|&kc| load(cmat + (row * GROUPS + g) * DK + kc, true))
-            .collect();
-        let q_c: Vec<Tile<f32>> = q_b.iter().map(|q| q.cast::<f32>()).collect();
-        let k_cur: Vec<Tile<bf16>> = cols
-            .iter()
-            .map(|&kc| load(bmat + (row * GROUPS + g) * DK + kc, true))
-            .collect();
-        let keys: Vec<Tile<bf16>> = cols
-            .iter()
-            .zip(&k_cur)
-            .map(|(&kc, &kcur)| {
-                let k_ring = load(
-                    ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kc.expand_dims(0),
-                    in_ring.expand_dims(1),
-                );
-                select((i == 0).expand_dims(1), kcur.expand_dims(0), k_ring)
-            })
-            .collect();
-        let mut kq = sum(dot(keys[0], q_b[0].expand_dims(1)), 1);
-        for c in 1..nc {
-            kq = kq + sum(dot(keys[c], q_b[c].expand_dims(1)), 1);
-        }
+        // Per head (columns): dt' of every record, newest first (0 past the window); the
+        // weights w_j = γ_{j+1:h} dt'_j, whose decay sums are exclusive prefix sums of the
+        // rows above; γ = γ_{0:h}.
+        let a_h = load(a + heads, hmask);
+        let dt_cur = softplus(load(dt + row * HEADS + heads, hmask).cast::<f32>() + load(dt_bias + heads, hmask));
+        let dt_ring = load(
+            ring_dt + (pos * HEADS + head0).expand_dims(1) + hh.expand_dims(0),
+            in_ring.expand_dims(1) & hmask.expand_dims(0),
+        );
+        let dt_rec = select(current, dt_cur.expand_dims(0), dt_ring);
+        let w = exp(a_h.expand_dims(0) * cumsum_exclusive(dt_rec, 0)) * dt_rec;
+        let gamma = exp(a_h * sum(dt_rec, 0));
 
-        for hh in range(0, HB) {
-            let head = head0 + hh;
-            let a_h = load(a + head, true);
-            let dt_cur = softplus(load(dt + row * HEADS + head, true).cast::<f32>() + load(dt_bias + head, true));
-            // dt' of record j (row i) and of record j + 1 (row i - 1; 0 on row 0).
-            let dt_rec = select(i == 0, dt_cur, load(ring_dt + pos * HEADS + head, in_ring));
-            let dt_next = select(
-                (i == 1) & valid,
-                dt_cur,
-                load(ring_dt + pos_next * HEADS + head, next_in_ring),
-            );
-            // w_j = γ_{j+1:h} dt'_j (0 past the window), γ = γ_{0:h}.
-            let decay = exp(a_h * cumsum(dt_next, 0));
-            let w = decay * dt_rec;
-            let gamma = exp(a_h * sum(dt_rec, 0));
+        // The group's keys (ring and this step's B) and query, and k_j · q once per program.
+        let q = load(cmat + (row * GROUPS + g) * DK + kk, true);
+        let k_cur = load(bmat + (row * GROUPS + g) * DK + kk, true);
+        let k_ring = load(
+            ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
+            in_ring.expand_dims(1),
+        );
+        let keys = select(current, k_cur.expand_dims(0), k_ring);
+        let qf = q.cast::<f32>();
+        let kq = sum(keys.cast::<f32>() * qf.expand_dims(0), 1);
 
-            let xoff = (row * HEADS + head) * DV + v;
-            let x_cur_raw = load(x + xoff, vmask);
-            let x_cur = x_cur_raw.cast::<f32>();
-            let x_ring = load(
-                ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                in_ring.expand_dims(1) & vmask.expand_dims(0),
-            );
-            let xs = select((i == 0).expand_dims(1), x_cur.expand_dims(0), x_ring.cast::<f32>());
-
-            // S_ckpt q chunk by chunk; flush rows fold each chunk right after reading it:
-            // S_ckpt <- γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once per window.
-            let srow = ckpt + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK);
-            let mut sq = zeros::<f32>([BV]);
-            for c in 0..nc {
-                let sptr = srow + (v * DK).expand_dims(1) + cols[c].expand_dims(0);
-                let s = load(sptr, vmask.expand_dims(1));
-                sq = sq + sum(s * q_c[c].expand_dims(0), 1);
-                if flush {
-                    let upd = dot_acc((xs * w.expand_dims(1)).trans(), keys[c].cast::<f32>(), s * gamma);
-                    store(sptr, upd, vmask.expand_dims(1));
-                }
-            }
-            let y_rec = sum(xs * (w * kq).expand_dims(1), 0);
-            let mut y = gamma * sq + y_rec + load(d + head, true) * x_cur;
+        // This step's x of the HB heads, [HB, BV].
+        let xoff = ((row * HEADS + heads) * DV).expand_dims(1) + v.expand_dims(0);
+        let xmask = hmask.expand_dims(1) & vmask.expand_dims(0);
+        let x_cur_raw = load(x + xoff, xmask);
+        let x_cur = x_cur_raw.cast::<f32>();
+        let d_h = load(d + heads, hmask).expand_dims(1);
+        let gate = |y: Tile<f32>| -> Tile<f32> {
             if HAS_Z {
-                y = y * silu(load(z + xoff, vmask).cast::<f32>());
+                y * silu(load(z + xoff, xmask).cast::<f32>())
+            } else {
+                y
             }
-            store(out + xoff, y.cast::<bf16>(), vmask);
+        };
+        let ckpt_h = ckpt + slot64 * (HEADS * DV * DK) + heads * (DV * DK);
 
-            if !flush {
-                store(ring_x + pos_cur * (HEADS * DV) + head * DV + v, x_cur_raw, vmask);
-                if program_id(2) == 0 {
-                    store(ring_dt + pos_cur * HEADS + head, dt_cur, true);
+        if !flush {
+            // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x, for all HB heads at once: every
+            // load of the step is issued before the first reduction.
+            let sptr = ckpt_h.expand_dims(1).expand_dims(2)
+                + (v * DK).expand_dims(0).expand_dims(2)
+                + kk.expand_dims(0).expand_dims(0);
+            let s = load(sptr, xmask.expand_dims(2));
+            let x_ring = load(
+                ring_x
+                    + (pos * (HEADS * DV)).expand_dims(1).expand_dims(2)
+                    + (heads * DV).expand_dims(0).expand_dims(2)
+                    + v.expand_dims(0).expand_dims(0),
+                in_ring.expand_dims(1).expand_dims(2) & xmask.expand_dims(0),
+            );
+            let coef = w * kq.expand_dims(1); // [nr, HB]; row 0 is this step's record
+            let y_ring = sum(x_ring.cast::<f32>() * coef.expand_dims(2), 0);
+            let sq = sum(s * qf.expand_dims(0).expand_dims(0), 2);
+            let coef_cur = sum(select(current, coef, 0.0), 0);
+            let y = gamma.expand_dims(1) * sq + y_ring + (coef_cur.expand_dims(1) + d_h) * x_cur;
+            store(out + xoff, gate(y).cast::<bf16>(), xmask);
+
+            // Append this step's record at ring position start + h.
+            store(
+                ring_x + pos_cur * (HEADS * DV) + (heads * DV).expand_dims(1) + v.expand_dims(0),
+                x_cur_raw,
+                xmask,
+            );
+            if program_id(2) == 0 {
+                store(ring_dt + pos_cur * HEADS + heads, dt_cur, hmask);
+                if head0 % hpg == 0 {
+                    store(ring_b + pos_cur * (GROUPS * DK) + g * DK + kk, k_cur, true);
                 }
             }
-        }
-        // The group's key of this step, once per group.
-        if (!flush) & (program_id(2) == 0) & (head0 % hpg == 0) {
-            for c in 0..nc {
-                store(ring_b + pos_cur * (GROUPS * DK) + g * DK + cols[c], k_cur[c], true);
+        } else {
+            // Fold the window into the checkpoint head by head:
+            // S_ckpt ← γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once; y = S_ckpt q + D x.
+            let keys = keys.cast::<f32>();
+            for hc in range(0, HB) {
+                let head = head0 + hc;
+                let col = (hh == hc).expand_dims(0);
+                let w_h = sum(select(col, w, 0.0), 1);
+                let g_h = sum(select(hh == hc, gamma, 0.0), 0);
+                let x_h = load(x + (row * HEADS + head) * DV + v, vmask).cast::<f32>();
+                let x_ring = load(
+                    ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
+                    in_ring.expand_dims(1) & vmask.expand_dims(0),
+                );
+                let xs = select(current, x_h.expand_dims(0), x_ring.cast::<f32>());
+                let sptr = ckpt
+                    + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK)
+                    + (v * DK).expand_dims(1)
+                    + kk.expand_dims(0);
+                let smask = vmask.expand_dims(1);
+                let s = dot_acc((xs * w_h.expand_dims(1)).trans(), keys, g_h * load(sptr, smask));
+                store(sptr, s, smask);
+                let mut y = sum(s * qf.expand_dims(0), 1) + load(d + head, true) * x_h;
+                if HAS_Z {
+                    y = y * silu(load(z + (row * HEADS + head) * DV + v, vmask).cast::<f32>());
+                }
+                store(out + (row * HEADS + head) * DV + v, y.cast::<bf16>(), vmask);
             }
         }
     }
