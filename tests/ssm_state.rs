@@ -2,17 +2,24 @@
 //! `CPU_TEST` shape against the float64 recurrence: decode over ≥ 3 windows with staggered
 //! rows, rows joining (into recycled slots too) and leaving, padding rows and `z` on and off,
 //! for the replay state and the conventional baseline through the same `DecodeLayer`
-//! interface; speculative verification with random draft lengths and accepted counts against
-//! the recurrence run on the accepted tokens only.
+//! interface; speculative verification with random draft lengths and accepted counts (mixed
+//! with decode steps, rows joining and leaving) against the recurrence run on the accepted
+//! tokens only. For the replay state, after every launch: the counters of every live slot
+//! against a host model of the rule (`h`, ring start, flag), the counter-buffer parity (a
+//! decode step — one launch — flips it, a verification and its commit do not), the buffer a
+//! step writes poisoned before the step and every live slot found written (idle slots not),
+//! and the padding slot's counters in both buffers never written. Graph captures of an odd
+//! number of steps are refused, and the replay tuning problems run on the interpreter.
 
 mod ssm_support;
 
 use replay::ssm::state::{
-    ConventionalPlan, DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo,
+    ConventionalPlan, DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles,
 };
+use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::{SlotStates, StepInput};
-use replay_kernels::ssm::shapes::CPU_TEST;
-use replay_runtime::{Device, Stream};
+use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
+use replay_runtime::{Device, RuntimeError, Stream};
 use ssm_support::*;
 
 const BATCH: usize = 4;
@@ -54,7 +61,16 @@ fn admit(
     slot
 }
 
-fn decode(layer: &mut dyn DecodeLayer, s: &Stream, l: usize, gated: bool, seed: u64) {
+/// Decode over `3L + 4` steps with the join/leave [`events`]; `around_step(layer, before)` is
+/// called right before each step (`before = true`) and right after it.
+fn decode<L: DecodeLayer>(
+    layer: &mut L,
+    s: &Stream,
+    l: usize,
+    gated: bool,
+    seed: u64,
+    mut around_step: impl FnMut(&L, bool),
+) {
     let shape = CPU_TEST;
     let mut rng = Rng(seed);
     let p = random_params(&mut rng, shape);
@@ -78,7 +94,9 @@ fn decode(layer: &mut dyn DecodeLayer, s: &Stream, l: usize, gated: bool, seed: 
         let rows: Vec<Option<&[StepInput]>> = inputs.iter().map(|r| r.as_deref()).collect();
         io.upload(s, &rows).unwrap();
         io.out.poison(s).unwrap();
+        around_step(layer, true);
         layer.step(s, &io).unwrap();
+        around_step(layer, false);
         let got = io.outputs(s, 1).unwrap();
         let what = format!("{} L={l} z={gated} step {t}", layer.method());
         for (r, &sl) in slots.iter().enumerate() {
@@ -110,14 +128,161 @@ fn interp() -> (Device, Stream) {
     (d, s)
 }
 
+/// Host bookkeeping of the replay counters and checks of the manager's two counter buffers.
+struct CounterModel {
+    window: usize,
+    cap: usize,
+    /// `(start, h)` of every slot, as the rule says they must be.
+    want: Vec<(usize, usize)>,
+    /// The parity the manager must be at.
+    parity: usize,
+    /// Counters before the launch being checked (the buffer the launch reads).
+    read_before: Vec<i32>,
+}
+
+/// What a counter word that a step must write holds before the step.
+const POISON: i32 = -555;
+/// What the padding slot's counters hold in both buffers, from the start.
+const SLOT0: i32 = -777;
+
+fn words(s: &Stream, b: &replay_runtime::DeviceBuffer<i32>) -> Vec<i32> {
+    b.to_host(s).unwrap()
+}
+
+fn write_words(s: &Stream, b: &replay_runtime::DeviceBuffer<i32>, w: &[i32]) {
+    let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+    b.raw().write_bytes(s, &bytes).unwrap();
+}
+
+impl CounterModel {
+    /// Poisons the padding slot's counters in both buffers (they must never change).
+    fn new(st: &Mamba2ReplayState, s: &Stream, slots: usize) -> CounterModel {
+        for b in st.meta_buffers() {
+            let mut w = words(s, b);
+            w[..META_WORDS].fill(SLOT0);
+            write_words(s, b, &w);
+        }
+        CounterModel {
+            window: st.plan().window,
+            cap: st.plan().window + st.plan().max_drafts,
+            want: vec![(0, 0); slots],
+            parity: st.parity(),
+            read_before: Vec::new(),
+        }
+    }
+
+    fn admitted(&mut self, slot: usize) {
+        self.want[slot] = (0, 0);
+    }
+
+    /// Before a launch: remembers the current buffer; before a decode step, also poisons every
+    /// slot but the padding slot in the buffer the step writes.
+    fn before(&mut self, st: &Mamba2ReplayState, s: &Stream, decode: bool) {
+        assert_eq!(st.parity(), self.parity, "parity");
+        self.read_before = words(s, st.meta());
+        if decode {
+            let next = st.meta_buffers()[1 - st.parity()];
+            let mut w = vec![POISON; next.len()];
+            w[..META_WORDS].fill(SLOT0);
+            write_words(s, next, &w);
+        }
+    }
+
+    /// After a decode step (`accepted == None`) or a verification's commit: the parity, the
+    /// counters of the `live` slots against the rule (flags for `next` drafts), the buffers.
+    fn after(
+        &mut self,
+        st: &Mamba2ReplayState,
+        s: &Stream,
+        live: &[usize],
+        accepted: Option<&[usize]>,
+        next: usize,
+        what: &str,
+    ) {
+        let (l, cap) = (self.window, self.cap);
+        let got = st.counters(s).unwrap();
+        for (i, &sl) in live.iter().enumerate() {
+            let w = &self.read_before[sl * META_WORDS..(sl + 1) * META_WORDS];
+            let flushed = w[2] != 0;
+            let (start, h) = self.want[sl];
+            assert_eq!(
+                (w[0] as usize, w[1] as usize),
+                (start, h),
+                "{what}: counters read, slot {sl}"
+            );
+            self.want[sl] = match accepted {
+                None => (start, if flushed { 0 } else { h + 1 }),
+                Some(a) if flushed => ((start + h) % cap, a[i]),
+                Some(a) => (start, h + a[i]),
+            };
+            let (start, h) = self.want[sl];
+            assert_eq!(
+                got[sl],
+                (start, h, initial_flush_flag(h, next, l)),
+                "{what}: counters of slot {sl} (read {w:?})"
+            );
+            assert!(h <= l, "{what}: h = {h} > L");
+        }
+        let [b0, b1] = st.meta_buffers();
+        let (m0, m1) = (words(s, b0), words(s, b1));
+        assert_eq!(
+            m0[..META_WORDS],
+            [SLOT0; META_WORDS],
+            "{what}: padding counters written (buffer 0)"
+        );
+        assert_eq!(
+            m1[..META_WORDS],
+            [SLOT0; META_WORDS],
+            "{what}: padding counters written (buffer 1)"
+        );
+        if accepted.is_none() {
+            // A decode step: one launch wrote the other buffer, which is now current; the
+            // buffer it read is unchanged; every live slot written, no idle slot.
+            self.parity = 1 - self.parity;
+            assert_eq!(st.parity(), self.parity, "{what}: a decode step flips the parity");
+            let read = if self.parity == 0 { &m1 } else { &m0 };
+            let written = if self.parity == 0 { &m0 } else { &m1 };
+            assert_eq!(read, &self.read_before, "{what}: the step wrote the counters it read");
+            for sl in 1..written.len() / META_WORDS {
+                let w = &written[sl * META_WORDS..(sl + 1) * META_WORDS];
+                if live.contains(&sl) {
+                    assert!(!w.contains(&POISON), "{what}: slot {sl} not written: {w:?}");
+                    assert_eq!(w[3], 0, "{what}: reserved word of slot {sl}");
+                } else {
+                    assert_eq!(w, [POISON; META_WORDS], "{what}: idle slot {sl} written");
+                }
+            }
+        } else {
+            assert_eq!(st.parity(), self.parity, "{what}: a verification keeps the parity");
+        }
+    }
+}
+
 fn replay_decode(l: usize, gated: bool, seed: u64) {
     let (_d, s) = interp();
     let p = random_params(&mut Rng(seed), CPU_TEST);
     let plan = ReplayPlan::default_for(&CPU_TEST, l, 0);
     let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, BATCH, SLOTS, gated, plan).unwrap();
-    decode(&mut st, &s, l, gated, seed);
-    // Counters of the padding slot are never touched.
-    assert_eq!(st.counters(&s).unwrap()[0], (0, 0, false));
+    let mut model = CounterModel::new(&st, &s, SLOTS);
+    let (mut step, mut live_before) = (0, Vec::new());
+    decode(&mut st, &s, l, gated, seed, |st, before| {
+        let m = &mut model;
+        let live: Vec<usize> = st.slots().iter().filter(|&&x| x != 0).map(|&x| x as usize).collect();
+        if before {
+            // Slots admitted since the last step (a released slot is never live in between).
+            for &sl in live.iter().filter(|sl| !live_before.contains(*sl)) {
+                m.admitted(sl);
+            }
+            live_before = live;
+            m.before(st, &s, true);
+        } else {
+            m.after(st, &s, &live, None, 0, &format!("L={l} step {step}"));
+            step += 1;
+        }
+    });
+    // One launch per step: the parity flipped at every step.
+    assert_eq!(st.parity(), step % 2);
+    assert_eq!(step, 3 * l + 4);
 }
 
 #[test]
@@ -141,11 +306,13 @@ fn conventional_decode_same_interface() {
     let p = random_params(&mut Rng(14), CPU_TEST);
     let plan = ConventionalPlan::default_for(&CPU_TEST, 0);
     let mut st = Mamba2ConventionalState::new(&s, CPU_TEST, &p, BATCH, SLOTS, true, plan).unwrap();
-    decode(&mut st, &s, 4, true, 14);
+    decode(&mut st, &s, 4, true, 14, |_, _| {});
 }
 
 /// Random mixes of decode steps and verifications of random draft counts with random
-/// accepted counts per row; every output equals the recurrence on the accepted history.
+/// accepted counts per row; every output equals the recurrence on the accepted history, and
+/// the counters follow the host model after every launch. Row 2 joins at iteration 3; row 1
+/// leaves at `iters / 2` and a new sequence takes its row (and slot) two iterations later.
 fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
     let (_d, s) = interp();
     let shape = CPU_TEST;
@@ -154,6 +321,7 @@ fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
     let plan = ReplayPlan::default_for(&shape, l, t_max);
     let batch = 3;
     let mut st = Mamba2ReplayState::new(&s, shape, &p, batch, 5, gated, plan).unwrap();
+    let mut model = CounterModel::new(&st, &s, 5);
     let mut truth = SlotStates::zeros(shape, 5);
     let mut io = StepIo::new(&s, shape, batch, t_max, gated).unwrap();
     let per_tok = shape.heads * shape.dv;
@@ -161,18 +329,37 @@ fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
     let mut kinds: Vec<usize> = (0..=iters)
         .map(|_| if rng.uniform() < 0.3 { 0 } else { rng.int(1, t_max) })
         .collect();
+    let (leave, rejoin) = (iters / 2, iters / 2 + 2);
+    // One decode step before iteration 3 (row 2 is admitted into buffer 1) and one right
+    // after the rejoin.
     kinds[0] = t_max;
+    kinds[1] = 1;
+    kinds[2] = 0;
+    kinds[rejoin] = 0;
     let next_of = |k: usize| if k == 0 { Next::Decode } else { Next::Verify(k) };
     // Rows 0 and 1 start now; row 2 is padding until iteration 3.
     for row in 0..2 {
-        admit(&mut st, &s, &mut truth, &mut rng, row, next_of(kinds[0]));
+        let slot = admit(&mut st, &s, &mut truth, &mut rng, row, next_of(kinds[0]));
+        model.admitted(slot);
     }
-    let (mut verified, mut flushes) = (0, 0);
+    let (mut verified, mut decoded, mut flushes, mut left) = (0, 0, 0, None);
     for it in 0..iters {
-        if it == 3 {
-            admit(&mut st, &s, &mut truth, &mut rng, 2, next_of(kinds[it]));
+        if it == leave {
+            left = st.release(&s, 1).unwrap();
+        }
+        if it == 3 || it == rejoin {
+            let row = if it == 3 { 2 } else { 1 };
+            if it == 3 {
+                assert_eq!(st.parity(), 1, "admission into the second counter buffer");
+            }
+            let slot = admit(&mut st, &s, &mut truth, &mut rng, row, next_of(kinds[it]));
+            model.admitted(slot);
+            if it == rejoin {
+                assert_eq!(Some(slot), left, "the freed slot is reused");
+            }
         }
         let slots: Vec<usize> = st.slots().iter().map(|&x| x as usize).collect();
+        let live: Vec<usize> = slots.iter().copied().filter(|&x| x != 0).collect();
         let n = kinds[it].max(1);
         let inputs: Vec<Option<Vec<StepInput>>> = slots
             .iter()
@@ -183,7 +370,9 @@ fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
         io.out.poison(&s).unwrap();
         let counters = st.counters(&s).unwrap();
         let what = format!("L={l} T={t_max} iter {it} kind {}", kinds[it]);
+        model.before(&st, &s, kinds[it] == 0);
         if kinds[it] == 0 {
+            decoded += 1;
             st.step_then(&s, &io, next_of(kinds[it + 1])).unwrap();
         } else {
             st.verify(&s, &io, n).unwrap();
@@ -209,13 +398,22 @@ fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
                 recur(&p, &mut truth, sl, tok);
             }
         }
+        let live_accepted: Vec<usize> = slots
+            .iter()
+            .zip(&accepted)
+            .filter(|(&sl, _)| sl != 0)
+            .map(|(_, &a)| a as usize)
+            .collect();
         if kinds[it] > 0 {
             verified += 1;
             st.accepted.copy_from_host(&s, &accepted).unwrap();
             st.commit(&s, next_of(kinds[it + 1])).unwrap();
+            model.after(&st, &s, &live, Some(&live_accepted), kinds[it + 1], &what);
+        } else {
+            model.after(&st, &s, &live, None, kinds[it + 1], &what);
         }
         let after = st.counters(&s).unwrap();
-        for &sl in slots.iter().filter(|&&x| x != 0) {
+        for &sl in &live {
             let (_, h, flag) = after[sl];
             let next = kinds[it + 1];
             let want_flag = if next == 0 { h + 1 >= l } else { h + next > l };
@@ -231,7 +429,13 @@ fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
         }
     }
     assert!(verified >= iters / 2, "{verified} verifications");
+    assert!(decoded >= 2, "{decoded} decode steps");
     assert!(flushes >= 3, "only {flushes} flushes");
+    assert_eq!(
+        st.parity(),
+        decoded % 2,
+        "one parity flip per decode step, none per verification"
+    );
 }
 
 #[test]
@@ -252,4 +456,163 @@ fn replay_decode_window_16_gated() {
 #[test]
 fn replay_decode_window_32_ungated() {
     replay_decode(32, false, 16);
+}
+
+/// A replay graph must hold an even number of decode steps (each flips the current counter
+/// buffer, and a graph bakes its buffers in): odd counts are refused before anything is
+/// recorded; an even count gets to the capture itself (which the interpreter does not have),
+/// and neither changes the parity.
+#[test]
+fn replay_graphs_hold_an_even_number_of_steps() {
+    let (_d, s) = interp();
+    let p = random_params(&mut Rng(31), CPU_TEST);
+    let plan = ReplayPlan::default_for(&CPU_TEST, 4, 0);
+    let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, 2, 3, true, plan).unwrap();
+    st.fill(&s, Next::Decode).unwrap();
+    let io = StepIo::new(&s, CPU_TEST, 2, 1, true).unwrap();
+    st.step(&s, &io).unwrap();
+    assert_eq!(st.parity(), 1);
+    for steps in [1, 3, 7] {
+        match st.capture_steps(&s, &io, steps) {
+            Err(RuntimeError::Size(m)) => assert!(m.contains("even number"), "{m}"),
+            Err(e) => panic!("{steps} steps: {e}"),
+            Ok(_) => panic!("{steps} steps captured"),
+        }
+        assert_eq!(st.parity(), 1);
+    }
+    match st.capture_steps(&s, &io, 4) {
+        Err(RuntimeError::Unsupported { .. }) => {}
+        Err(e) => panic!("4 steps: {e}"),
+        Ok(_) => panic!("a graph on the interpreter"),
+    }
+    assert_eq!(st.parity(), 1);
+    // Two more steps bring the parity back, and the counters went on by three steps.
+    st.step(&s, &io).unwrap();
+    st.step(&s, &io).unwrap();
+    assert_eq!(st.parity(), 1);
+    for &slot in st.slots() {
+        assert_eq!(st.counters(&s).unwrap()[slot as usize], (0, 3, true));
+    }
+}
+
+/// The replay tuning problems on the interpreter (with `REPLAY_TUNE=force` semantics and a
+/// private cache): the step's tile problem gives every pointer a buffer and every scalar a
+/// value (the second counter buffer and the next launch's drafts included), and the window
+/// scheme runs whole windows (two for an odd `L`).
+#[test]
+fn replay_tuning_problems_run_on_the_interpreter() {
+    use replay::ssm::tuning::{tune_replay_tiles, tune_window, window_run_steps};
+    use replay_runtime::tune::{Autotuner, BenchSettings, TuneCache, TuneMode, TuneSource};
+    // BV ≥ 16 is searched: a shape with dv = 16.
+    const TUNE: ModelShape = ModelShape {
+        name: "tune-test",
+        dv: 16,
+        dk: 16,
+        heads: 2,
+        groups: 1,
+        ..CPU_TEST
+    };
+    let (d, _s) = interp();
+    let dir = std::env::temp_dir().join(format!("replay-ssm-tune-{}", std::process::id()));
+    let mut tuner = Autotuner::new(&d)
+        .unwrap()
+        .with_cache(TuneCache::open(dir.join("tune.json")))
+        .with_mode(TuneMode::Force)
+        .with_progress(false)
+        .with_settings(BenchSettings {
+            warmup: 0,
+            reps: 1,
+            ..Default::default()
+        });
+    let (tiles, source, points) = tune_replay_tiles(&mut tuner, &TUNE, 2, true, 3).unwrap();
+    assert_eq!(source, TuneSource::Tuned);
+    assert!(points > 1);
+    assert_eq!(tiles.bv, 16);
+    let p = random_params(&mut Rng(32), TUNE);
+    let tiles = Tiles { min_blocks: 1, ..tiles };
+    let (l, source) = tune_window(&mut tuner, TUNE, &p, 2, true, tiles, &[3, 4]).unwrap();
+    assert_eq!(source, TuneSource::Tuned);
+    assert!([3, 4].contains(&l));
+    assert_eq!((window_run_steps(3), window_run_steps(4)), (6, 4));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// On a GPU (skipped elsewhere): a graph of two decode steps replayed `3L` times, with a row
+/// released and another admitted between replays, leaves exactly the counters, checkpoints,
+/// rings and outputs of the same steps launched one by one — the graph bakes both counter
+/// buffers in, and every replay returns to the parity it was captured at. Run it on a GPU
+/// machine with `cargo test --release --test ssm_state -- gpu`.
+#[test]
+fn replay_graph_replays_match_host_steps_gpu() {
+    let d = match Device::cuda(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("skipped: no CUDA GPU ({e})");
+            return;
+        }
+    };
+    let s = d.new_stream().unwrap();
+    let (shape, l, batch, slots) = (CPU_TEST, 5, 3, 5);
+    let mut rng = Rng(41);
+    let p = random_params(&mut rng, shape);
+    let plan = ReplayPlan::default_for(&shape, l, 0);
+    let inits: Vec<Vec<f32>> = (0..3).map(|_| initial_state(&mut rng, shape)).collect();
+    let mut states = Vec::new();
+    let mut ios = Vec::new();
+    for _ in 0..2 {
+        let mut st = Mamba2ReplayState::new(&s, shape, &p, batch, slots, true, plan).unwrap();
+        for (row, init) in inits[..2].iter().enumerate() {
+            st.admit(&s, row, Some(init), Next::Decode).unwrap();
+        }
+        let mut io = StepIo::new(&s, shape, batch, 1, true).unwrap();
+        io.randomize(&s, 43).unwrap();
+        states.push(st);
+        ios.push(io);
+    }
+    let graph = states[0].capture_steps(&s, &ios[0], 2).unwrap();
+    assert_eq!(states[0].parity(), 0);
+    for rep in 0..3 * l {
+        if rep == l {
+            for st in &mut states {
+                st.release(&s, 1).unwrap();
+                st.admit(&s, 2, Some(&inits[2]), Next::Decode).unwrap();
+            }
+        }
+        graph.launch().unwrap();
+        states[1].step(&s, &ios[1]).unwrap();
+        states[1].step(&s, &ios[1]).unwrap();
+        s.synchronize().unwrap();
+        let (g, h) = (&states[0], &states[1]);
+        let what = format!("replay {rep}");
+        assert_eq!((g.parity(), h.parity()), (0, 0), "{what}");
+        assert_eq!(g.counters(&s).unwrap(), h.counters(&s).unwrap(), "{what}: counters");
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(
+            bits(g.ckpt.to_host(&s).unwrap()),
+            bits(h.ckpt.to_host(&s).unwrap()),
+            "{what}: checkpoints"
+        );
+        assert_eq!(
+            bits(g.rec_dt.to_host(&s).unwrap()),
+            bits(h.rec_dt.to_host(&s).unwrap()),
+            "{what}: ring dt'"
+        );
+        assert_eq!(
+            g.rec_x.to_host(&s).unwrap(),
+            h.rec_x.to_host(&s).unwrap(),
+            "{what}: ring x"
+        );
+        let out = |io: &StepIo| {
+            io.out
+                .to_host(&s)
+                .unwrap()
+                .into_iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(out(&ios[0]), out(&ios[1]), "{what}: outputs");
+        // Two steps a replay: h went on by two, modulo the flushes.
+        let (_, h0, _) = g.counters(&s).unwrap()[g.slots()[0] as usize];
+        assert_eq!(h0, (2 * rep + 2) % l, "{what}: h of row 0");
+    }
 }

@@ -109,12 +109,25 @@ fn timings() {
         // Replay step: non-flush at h = L/2 and flush at h = L-1.
         for (label, hh, flag) in [("replay-nonflush", l / 2, false), ("replay-flush", l - 1, true)] {
             let meta = meta_for(hh, flag);
+            let meta_out = meta_for(0, false);
             for (bv, hb, nw) in [(16, 1, 4), (16, 4, 4), (32, 4, 4), (32, 16, 8), (64, 16, 8), (64, 4, 8)] {
                 let config = replay_config(bv, hb, nw);
                 let k = config.step(&dev);
                 let mut args = token_args(&tokens, &par, &slot_idx);
-                args.extend([arg(&meta), arg(&ckpt), arg(&rec_dt), arg(&rec_x), arg(&rec_b)]);
-                args.extend([arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(slots as i32)]);
+                args.extend([
+                    arg(&meta),
+                    arg(&meta_out),
+                    arg(&ckpt),
+                    arg(&rec_dt),
+                    arg(&rec_x),
+                    arg(&rec_b),
+                ]);
+                args.extend([
+                    arg(&out),
+                    ArgValue::I32(batch as i32),
+                    ArgValue::I32(slots as i32),
+                    ArgValue::I32(0),
+                ]);
                 let ms = time_ms(&s, 20, || launch(&k, &s, config.grid(batch), &args));
                 println!(
                     "B={batch:<4} {label:<15} BV={bv:<3} HB={hb:<2} w{nw}: {:8.1} us  ({:.2}x conventional)",

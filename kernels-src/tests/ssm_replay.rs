@@ -1,12 +1,15 @@
-//! `mamba2_replay_step` + `mamba2_commit` (standard decoding) on the interpreter against the
-//! float64 plain recurrence and the float64 replay reference (`ReplayCache`): outputs,
-//! checkpoints, counters and the logical state (checkpoint ⊕ ring), over ≥ 3 windows, with
-//! rows joining the batch at different steps (so every row is at a different `h`), padding
-//! rows and the padding slot poisoned.
+//! `mamba2_replay_step` (standard decoding, one launch per step: the step advances the
+//! counters itself, into the second counter buffer) on the interpreter against the float64
+//! plain recurrence and the float64 replay reference (`ReplayCache`): outputs, checkpoints,
+//! counters after every step (against the host rule) and the logical state (checkpoint ⊕
+//! ring), over ≥ 3 windows, with rows joining the batch at different steps (so every row is at
+//! a different `h`; their counters are admitted into whichever buffer is current), padding
+//! rows and the padding slot poisoned in both counter buffers, and the written buffer poisoned
+//! before every step (every live row must be written, nothing else).
 
 mod ssm_util;
 
-use replay_kernels::ssm::kernels::initial_flush_flag;
+use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
@@ -57,7 +60,7 @@ fn run(case: Case) {
     let states = random_states(&mut rng, shape, n_slots);
     let mut rc = ReplayCache::new(states.clone(), l, 0);
     let mut truth = states.clone();
-    let ring = Ring::new(&s, shape, &states, l, initial_flush_flag(0, 0, l));
+    let mut ring = Ring::new(&s, shape, &states, l, initial_flush_flag(0, 0, l));
     let slot0 = ring.slot0_bits(&s, shape);
     let unused = ring.ckpt_of(&s, shape, 5);
     let par = param_bufs(&s, &params);
@@ -72,8 +75,6 @@ fn run(case: Case) {
         num_warps: 4,
     };
     let step_k = config.step(&dev);
-    let commit_k = commit_kernel(&dev, l, 0, 4, 1);
-    let accepted = buf(&s, &vec![0i32; batch]);
     let per_row = shape.heads * shape.dv;
 
     let mut flushes = 0;
@@ -81,32 +82,74 @@ fn run(case: Case) {
         let slots: Vec<usize> = (0..batch)
             .map(|r| if r > 0 && t >= join[r] { slot_of[r] } else { 0 })
             .collect();
+        // A row joining now gets fresh counters in the current buffer (what admission does).
+        for r in 1..batch {
+            if t == join[r] {
+                ring.admit(&s, slot_of[r], initial_flush_flag(0, 0, l));
+            }
+        }
         let live: Vec<bool> = slots.iter().map(|&x| x != 0).collect();
         let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
         let tokens = input_bufs(&s, &pack(shape, &live_tokens(&inputs, &live)));
         let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
         let out = poisoned_out(&s, batch * per_row);
-        let flags_before: Vec<bool> = slots.iter().map(|&sl| sl != 0 && ring.meta_of(&s, sl).2).collect();
+        let meta_before = host(&s, &ring.meta);
+        ring.poison_meta_out(&s);
         let mut args = token_args(&tokens, &par, &slot_idx);
-        args.extend(ring.args());
-        args.extend([arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
+        args.extend(ring.step_args());
+        args.extend([
+            arg(&out),
+            ArgValue::I32(batch as i32),
+            ArgValue::I32(n_slots as i32),
+            ArgValue::I32(0),
+        ]);
         launch(&step_k, &s, config.grid(batch), &args);
-        let commit = commit_args(&slot_idx, &accepted, &ring.meta, (batch, n_slots), false, 0);
-        launch(&commit_k, &s, (2, 1, 1), &commit);
+        drop(args);
+        let what = format!("L={l} step {t}");
+        assert_eq!(
+            host(&s, &ring.meta),
+            meta_before,
+            "{what}: the step wrote the counters it reads"
+        );
+        // Exactly the live rows' slots were written.
+        let written = host(&s, &ring.meta_out);
+        for sl in 1..n_slots {
+            let w = &written[sl * META_WORDS..(sl + 1) * META_WORDS];
+            if slots.contains(&sl) {
+                assert!(
+                    !w.contains(&META_OUT_POISON),
+                    "{what}: counters of slot {sl} not written: {w:?}"
+                );
+            } else {
+                assert_eq!(
+                    w, [META_OUT_POISON; META_WORDS],
+                    "{what}: counters of idle slot {sl} written"
+                );
+            }
+        }
+        ring.swap();
         let mut want = vec![0.0; batch * per_row];
         let mut want_replay = vec![0.0; batch * per_row];
         recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
         rc.decode_step(&params, &slots, &inputs, &mut want_replay);
-        let what = format!("L={l} step {t}");
         check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, per_row);
-        for (r, &sl) in slots.iter().enumerate() {
-            if sl == 0 {
-                continue;
-            }
-            flushes += flags_before[r] as usize;
-            let (_, h, flag) = ring.meta_of(&s, sl);
-            assert_eq!(h, rc.committed(sl), "{what}: h of slot {sl}");
-            assert_eq!(flag, h + 1 >= l, "{what}: flag of slot {sl}");
+        for &sl in slots.iter().filter(|&&x| x != 0) {
+            let before = &meta_before[sl * META_WORDS..(sl + 1) * META_WORDS];
+            let flushed = before[2] != 0;
+            flushes += flushed as usize;
+            let h_want = if flushed { 0 } else { before[1] + 1 };
+            let after = ring.meta_words(&s, sl);
+            assert_eq!(
+                after,
+                [
+                    before[0],
+                    h_want,
+                    initial_flush_flag(h_want as usize, 0, l) as i32,
+                    before[3]
+                ],
+                "{what}: counters of slot {sl} (before {before:?})"
+            );
+            assert_eq!(after[1] as usize, rc.committed(sl), "{what}: h of slot {sl}");
             check_state(
                 &format!("{what} ckpt slot {sl}"),
                 &ring.ckpt_of(&s, shape, sl),

@@ -176,8 +176,15 @@ fn run(case: Case) {
                 let tokens = input_bufs(&s, &pack(shape, &live_tokens(&inputs, &live)));
                 let out = poisoned_out(&s, batch * per_tok);
                 let mut args = token_args(&tokens, &par, &slot_idx);
-                args.extend(ring.args());
-                args.extend([arg(&out), ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
+                // The step's own counter output (`meta_out`) is left aside: the commit below
+                // advances `meta` in place, the one-buffer form of the same rule.
+                args.extend(ring.step_args());
+                args.extend([
+                    arg(&out),
+                    ArgValue::I32(batch as i32),
+                    ArgValue::I32(n_slots as i32),
+                    ArgValue::I32(n_next as i32),
+                ]);
                 launch(&step_k, &s, grid, &args);
                 let mut want = vec![0.0; batch * per_tok];
                 recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);

@@ -5,8 +5,9 @@
 //! floor from the traffic model); output-only verification of `T` drafts with its commit
 //! (ms per verification, ratio to one conventional step) against the snapshot-per-draft
 //! baseline; and, when given its JSON, the Triton conventional kernel of the same run. Every
-//! per-step sequence is one CUDA graph (a window of steps, or of verification + commit pairs),
-//! so launch overhead counts the same for both methods. Writes JSON and a PNG plot.
+//! per-step sequence is one CUDA graph (a window of replay steps — one launch each, two windows
+//! when `L` is odd — or of verification + commit pairs), so launch overhead counts the same
+//! for both methods. Writes JSON and a PNG plot.
 
 use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, StepIo};
 use super::tuning::{plans, traffic, SsmPlans, WindowRunner};
@@ -250,11 +251,11 @@ fn bench_row(
     let conventional_bytes = tm.conventional_step();
     let conventional_of_copy = conventional_bytes / (conventional_ms * 1e-3) / 1e9 / copy_gbps;
 
-    // Replay: a graph of one whole window.
+    // Replay: a graph of one whole window (L launches; two windows when L is odd).
     let l = plans.replay.window;
     let replay_ms = {
         let w = WindowRunner::new(stream, shape, &params, batch, args.gated, plans.replay)?;
-        timed(stream, settings, &None, |s| w.run(s), l)?
+        timed(stream, settings, &None, |s| w.run(s), w.steps())?
     };
     let replay_bytes = tm.replay_window(l) / l as f64;
     let replay_of_copy = replay_bytes / (replay_ms * 1e-3) / 1e9 / copy_gbps;

@@ -1,9 +1,10 @@
 //! `replay decode`: the main command. On a GPU it tunes (cached) and benchmarks the replay
 //! decode of one model preset against the conventional kernel (the `bench-ssm` table for that
-//! model). Without a GPU it says so, runs the same decode loop — [`Mamba2ReplayState`] with rows
-//! joining at different steps, one leaving and a new one taking its slot — on the CPU
-//! interpreter at the reduced shape, checks every output and state against the float64
-//! recurrence, and prints the traffic model of the preset.
+//! model). Without a GPU it says so, runs the same decode loop — [`Mamba2ReplayState`], one
+//! launch per decode step, with rows joining at different steps, one leaving and a new one
+//! taking its slot — on the CPU interpreter at the reduced shape, checks every output and state
+//! against the float64 recurrence and the counters after every step against the rule, and
+//! prints the traffic model of the preset.
 
 use super::bench::{self, SsmBenchArgs};
 use super::state::{DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo};
@@ -11,6 +12,7 @@ use super::tuning::{traffic, window_candidates};
 use crate::devices::Choice;
 use crate::error::CliError;
 use crate::table::{sig, Table};
+use replay_kernels::ssm::kernels::initial_flush_flag;
 use replay_kernels::ssm::reference::{recurrent_step, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
 use replay_runtime::tune::bench::uniform;
@@ -30,6 +32,9 @@ pub struct InterpreterCheck {
     pub max_out_err: f64,
     /// Largest state error relative to `max(|S|, rms(S))`.
     pub max_state_err: f64,
+    /// Live slots whose counters after a step were not what the rule says (`h + 1`, or 0
+    /// after a flush; the flag of the next decode step), summed over steps.
+    pub counter_errors: usize,
 }
 
 fn max_rel(got: &[f64], want: &[f64]) -> f64 {
@@ -49,8 +54,9 @@ fn max_rel(got: &[f64], want: &[f64]) -> f64 {
 }
 
 /// The decode loop on `choice`'s device at the reduced shape, checked against the float64
-/// recurrence: 3 rows joining at steps 0, 1, 3, row 1 leaving after `2L` steps and a new
-/// sequence taking the freed slot, over `3L + 3` steps (≥ 3 windows).
+/// recurrence and the counter rule: 3 rows joining at steps 0, 1, 3, row 1 leaving after `2L`
+/// steps and a new sequence taking the freed slot, over `3L + 3` steps (≥ 3 windows), each
+/// step one launch.
 pub fn interpreter_check(
     stream: &replay_runtime::Stream,
     window: usize,
@@ -71,7 +77,7 @@ pub fn interpreter_check(
     };
     let bf = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| half::bf16::from_f64(x).to_f64()).collect() };
     let steps = 3 * window + 3;
-    let (mut max_out, mut max_state, mut flushes) = (0.0f64, 0.0f64, 0);
+    let (mut max_out, mut max_state, mut flushes, mut counter_errors) = (0.0f64, 0.0f64, 0, 0);
     for t in 0..steps {
         let joins: Vec<usize> = [(0, 0), (1, 1), (2, 3), (1, 2 * window + 1)]
             .iter()
@@ -111,11 +117,15 @@ pub fn interpreter_check(
         io.upload(stream, &rows)?;
         state.step(stream, &io)?;
         let got = io.outputs(stream, 1)?;
+        let after = state.counters(stream)?;
         for (r, &s) in row_slots.iter().enumerate() {
             if s == 0 {
                 continue;
             }
-            flushes += counters[s].2 as usize;
+            let (start, h, flush) = counters[s];
+            flushes += flush as usize;
+            let h_next = if flush { 0 } else { h + 1 };
+            counter_errors += usize::from(after[s] != (start, h_next, initial_flush_flag(h_next, 0, window)));
             let mut want = vec![0.0; per_row];
             let tok = &inputs[r].as_ref().expect("live row")[0];
             recurrent_step(&params, &mut truth, &[s], std::slice::from_ref(tok), &mut want);
@@ -129,6 +139,7 @@ pub fn interpreter_check(
         flushes,
         max_out_err: max_out,
         max_state_err: max_state,
+        counter_errors,
     })
 }
 
@@ -202,17 +213,19 @@ pub fn run(
     let mut ok = true;
     for window in [4, 16] {
         let c = interpreter_check(&stream, window, 0xdec0de + window as u64)?;
-        let pass = c.max_out_err < 1e-2 && c.max_state_err < 1e-4 && c.flushes >= 3;
+        let pass = c.max_out_err < 1e-2 && c.max_state_err < 1e-4 && c.flushes >= 3 && c.counter_errors == 0;
         ok &= pass;
         writeln!(
             out,
-            "  L = {:>2}: {} steps, 3 rows (staggered joins, one leaves, a new one reuses its slot), \
-             {} flushes; max error vs f64: outputs {:.1e} (bf16), states {:.1e} (fp32) — {}",
+            "  L = {:>2}: {} steps (one launch each), 3 rows (staggered joins, one leaves, a new one \
+             reuses its slot), {} flushes; max error vs f64: outputs {:.1e} (bf16), states {:.1e} \
+             (fp32); counters wrong after a step: {} — {}",
             c.window,
             c.steps,
             c.flushes,
             c.max_out_err,
             c.max_state_err,
+            c.counter_errors,
             if pass { "pass" } else { "FAIL" }
         )
         .map_err(io)?;

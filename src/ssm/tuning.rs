@@ -2,7 +2,8 @@
 //! spaces (the usual kernel autotuner, on generated inputs whose counters spread the rows over
 //! the states of one whole window, flushes included, as the plan will run them), and the
 //! replay window `L` from the amortised time of a whole window — `L − 1` non-flush steps and
-//! one flush, captured as one CUDA graph and timed as one unit by the scheme API — over
+//! one flush, one launch each, captured as one CUDA graph (two windows when `L` is odd: a
+//! replay graph holds an even number of steps) and timed as one unit by the scheme API — over
 //! candidates pruned around the traffic model's `L* = sqrt(2 ā (M_S/r − T))`. Everything is
 //! cached like every other tuning result (`REPLAY_TUNE=off|cached|force`).
 
@@ -228,6 +229,8 @@ fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, b
 
 /// Tiles of the replay step (`BV × HB × num_warps × min_blocks`) at window `window`, timed on
 /// rows spread over the `L` steps of a window (one in `L` flushing), as the window runs them.
+/// The counters a step reads (`meta`) never change between the timed launches; the counters it
+/// writes (`meta_out`, one line per row) go to a buffer of their own, for a next decode step.
 pub fn tune_replay_tiles(
     tuner: &mut Autotuner,
     shape: &ModelShape,
@@ -249,7 +252,9 @@ pub fn tune_replay_tiles(
         Problem::new(move |c: &C| Grid::new(batch as u32, (heads / c.HB) as u32, dv.div_ceil(c.BV) as u32))
             .scalar("batch", batch as i32)
             .scalar("slots", batch as i32 + 1)
-            .fill("meta", cycle_meta(window_states(window)));
+            .scalar("next_drafts", 0)
+            .fill("meta", cycle_meta(window_states(window)))
+            .fill("meta_out", Fill::Constant(0.0));
     for (n, f) in param_fills(batch) {
         problem = problem.fill(n, f);
     }
@@ -308,14 +313,27 @@ pub fn tune_verify_tiles(
     Ok((tiles_of(&t.config), t.source, points))
 }
 
+/// Decode steps per run of a [`WindowRunner`] at window `window`: one window, or two when
+/// `window` is odd (a replay graph captures an even number of steps, see
+/// [`Mamba2ReplayState`]). Every step is one launch.
+pub fn window_run_steps(window: usize) -> usize {
+    if window.is_multiple_of(2) {
+        window
+    } else {
+        2 * window
+    }
+}
+
 /// A replay state with every row live, its step buffers and (on a GPU) a graph of one whole
-/// window of `L` steps: `L − 1` non-flush steps and one flush.
+/// window of `L` steps (`L − 1` non-flush steps and one flush, `L` launches), or of two
+/// windows when `L` is odd ([`window_run_steps`]).
 pub struct WindowRunner {
     /// The state.
     pub state: Mamba2ReplayState,
     /// The step buffers (random inputs).
     pub io: StepIo,
     graph: Option<Graph>,
+    steps: usize,
 }
 
 impl WindowRunner {
@@ -332,22 +350,33 @@ impl WindowRunner {
         state.fill(stream, Next::Decode)?;
         let mut io = StepIo::new(stream, shape, batch, 1, gated)?;
         io.randomize(stream, 0x55d ^ batch as u64)?;
+        let steps = window_run_steps(plan.window);
         let graph = if stream.device().backend() == Backend::Cuda {
-            let g = state.capture_steps(stream, &io, plan.window)?;
+            let g = state.capture_steps(stream, &io, steps)?;
             g.upload()?;
             Some(g)
         } else {
             None
         };
-        Ok(WindowRunner { state, io, graph })
+        Ok(WindowRunner {
+            state,
+            io,
+            graph,
+            steps,
+        })
     }
 
-    /// Enqueues one whole window.
+    /// Decode steps (launches) per [`Self::run`].
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Enqueues one whole window (two when `L` is odd: [`Self::steps`] steps).
     pub fn run(&self, stream: &Stream) -> Result<()> {
         match &self.graph {
             Some(g) => g.launch(),
             None => {
-                for _ in 0..self.state.plan().window {
+                for _ in 0..self.steps {
                     self.state.step(stream, &self.io)?;
                 }
                 Ok(())
@@ -357,7 +386,8 @@ impl WindowRunner {
 }
 
 /// The window `L` among `candidates` with the least amortised time per step of a whole window
-/// (each candidate's window captured as one graph, timed as one unit, divided by `L`).
+/// (each candidate's window — two when `L` is odd — captured as one graph, timed as one unit,
+/// divided by its steps).
 #[allow(clippy::too_many_arguments)]
 pub fn tune_window(
     tuner: &mut Autotuner,
@@ -389,7 +419,7 @@ pub fn tune_window(
         }
         current.as_ref().expect("built").1.run(s)
     })
-    .units(|v| *v.get("L").expect("candidate L") as f64);
+    .units(|v| window_run_steps(*v.get("L").expect("candidate L") as usize) as f64);
     for &l in candidates {
         scheme = scheme.candidate([("L", l as i64)]);
     }

@@ -130,10 +130,13 @@ pub fn check_outputs(what: &str, got: &[bf16], want: &[f64], live: &[bool], per_
     }
 }
 
-/// The ring and counters of the replay kernels on the device.
+/// The ring and counters of the replay kernels on the device. The counters ping-pong: `meta`
+/// is the current buffer (read by every kernel, updated in place by `mamba2_commit`),
+/// `meta_out` the one `mamba2_replay_step` writes; [`Ring::swap`] after every step.
 pub struct Ring {
     pub cap: usize,
     pub meta: DeviceBuffer<i32>,
+    pub meta_out: DeviceBuffer<i32>,
     pub rec_dt: DeviceBuffer<f32>,
     pub rec_x: DeviceBuffer<bf16>,
     pub rec_b: DeviceBuffer<bf16>,
@@ -142,10 +145,13 @@ pub struct Ring {
 
 /// Poison of slot 0 in the counters.
 pub const META_POISON: i32 = -777;
+/// Poison of the counters a step has not written yet (`meta_out`).
+pub const META_OUT_POISON: i32 = -555;
 
 impl Ring {
     /// Checkpoints from `states` (slot 0 poisoned with NaN), empty rings (NaN: never-written
-    /// records must never be read), `h = 0` and the given initial flag.
+    /// records must never be read), `h = 0` and the given initial flag in `meta`, and
+    /// [`META_OUT_POISON`] everywhere in `meta_out` (slot 0 of both: [`META_POISON`]).
     pub fn new(s: &Stream, shape: ModelShape, states: &SlotStates, cap: usize, flag: bool) -> Ring {
         let slots = states.slots();
         let n = shape.heads * shape.state_elems();
@@ -158,9 +164,12 @@ impl Ring {
             meta[sl * META_WORDS + 2] = flag as i32;
         }
         meta[..META_WORDS].fill(META_POISON);
+        let mut meta_out = vec![META_OUT_POISON; slots * META_WORDS];
+        meta_out[..META_WORDS].fill(META_POISON);
         Ring {
             cap,
             meta: buf(s, &meta),
+            meta_out: buf(s, &meta_out),
             rec_dt: buf(s, &vec![f32::NAN; slots * cap * shape.heads]),
             rec_x: buf(s, &vec![bf16::NAN; slots * cap * shape.heads * shape.dv]),
             rec_b: buf(s, &vec![bf16::NAN; slots * cap * shape.groups * shape.dk]),
@@ -168,7 +177,7 @@ impl Ring {
         }
     }
 
-    /// The ring's kernel arguments: counters, checkpoints, records `dt'`, `x`, `B`.
+    /// The ring's arguments of `mamba2_verify`: counters, checkpoints, records `dt'`, `x`, `B`.
     pub fn args(&self) -> [ArgValue<'_>; 5] {
         [
             arg(&self.meta),
@@ -179,11 +188,51 @@ impl Ring {
         ]
     }
 
-    /// `(start, h, flag)` of `slot`.
+    /// The ring's arguments of `mamba2_replay_step`: counters read, counters written,
+    /// checkpoints, records `dt'`, `x`, `B`.
+    pub fn step_args(&self) -> [ArgValue<'_>; 6] {
+        [
+            arg(&self.meta),
+            arg(&self.meta_out),
+            arg(&self.ckpt),
+            arg(&self.rec_dt),
+            arg(&self.rec_x),
+            arg(&self.rec_b),
+        ]
+    }
+
+    /// Resets the counters of `slot` in the current buffer to `(0, 0, flag, 0)` (what
+    /// admitting a sequence does; the other buffer is the next step's to write).
+    pub fn admit(&mut self, s: &Stream, slot: usize, flag: bool) {
+        let mut m = host(s, &self.meta);
+        m[slot * META_WORDS..(slot + 1) * META_WORDS].copy_from_slice(&[0, 0, flag as i32, 0]);
+        self.meta.copy_from_host(s, &m).unwrap();
+    }
+
+    /// Makes the counters a step wrote the current ones.
+    pub fn swap(&mut self) {
+        std::mem::swap(&mut self.meta, &mut self.meta_out);
+    }
+
+    /// Fills `meta_out` with [`META_OUT_POISON`] (slot 0 keeps [`META_POISON`]), so that a
+    /// step must write every live row's counters.
+    pub fn poison_meta_out(&mut self, s: &Stream) {
+        let mut m = vec![META_OUT_POISON; self.meta_out.len()];
+        m[..META_WORDS].fill(META_POISON);
+        self.meta_out.copy_from_host(s, &m).unwrap();
+    }
+
+    /// `(start, h, flag)` of `slot` in the current counters.
     pub fn meta_of(&self, s: &Stream, slot: usize) -> (usize, usize, bool) {
         let m = host(s, &self.meta);
         let w = &m[slot * META_WORDS..];
         (w[0] as usize, w[1] as usize, w[2] != 0)
+    }
+
+    /// The four words of `slot` in the current counters.
+    pub fn meta_words(&self, s: &Stream, slot: usize) -> [i32; META_WORDS] {
+        let m = host(s, &self.meta);
+        m[slot * META_WORDS..(slot + 1) * META_WORDS].try_into().unwrap()
     }
 
     /// The checkpoint of `slot`, `[head][dv][dk]`, as f64.
@@ -219,11 +268,14 @@ impl Ring {
         st
     }
 
-    /// Bytes of slot 0 in every buffer (to check that padding is never touched).
+    /// Bytes of slot 0 in every buffer, both counter buffers included (to check that padding
+    /// is never touched; the order of the two counter buffers does not matter, both hold
+    /// [`META_POISON`] there).
     pub fn slot0_bits(&self, s: &Stream, shape: ModelShape) -> Vec<u64> {
         let n = shape.heads * shape.state_elems();
         let mut v: Vec<u64> = host(s, &self.ckpt)[..n].iter().map(|x| x.to_bits() as u64).collect();
         v.extend(host(s, &self.meta)[..META_WORDS].iter().map(|&x| x as u32 as u64));
+        v.extend(host(s, &self.meta_out)[..META_WORDS].iter().map(|&x| x as u32 as u64));
         v.extend(
             host(s, &self.rec_dt)[..self.cap * shape.heads]
                 .iter()

@@ -4,9 +4,11 @@
 //! swap them.
 //!
 //! Everything a decode step needs lives in device memory: the per-row slot indices, the
-//! counters (`h`, ring start, flush flag), the accepted counts. A step is a fixed sequence of
-//! launches whose arguments never change, so it captures into a CUDA graph once
-//! ([`DecodeLayer::capture_steps`]) and replays with no host synchronisation. Continuous
+//! counters (`h`, ring start, flush flag), the accepted counts. A replay decode step is one
+//! launch; it reads the current counter buffer and writes the other one, so its arguments
+//! alternate between two fixed sets, and an even number of steps captures into a CUDA graph
+//! once ([`DecodeLayer::capture_steps`]) and replays with no host synchronisation (see
+//! [`Mamba2ReplayState`] on the counter parity). Continuous
 //! batching happens between steps: [`DecodeLayer::admit`] puts a sequence in a row (a device
 //! copy of its initial state into a free slot and a reset of the slot's counters, by
 //! [`crate::ssm::admit::mamba2_admit`]), [`DecodeLayer::release`] turns the row into padding.
@@ -62,7 +64,8 @@ pub trait DecodeLayer: HasCore {
     fn step(&self, stream: &Stream, io: &StepIo) -> Result<()>;
     /// Loads every kernel specialization `step` uses (before a capture).
     fn prepare(&self, io: &StepIo) -> Result<()>;
-    /// `steps` decode steps captured as one CUDA graph (replay it with `Graph::launch`).
+    /// `steps` decode steps captured as one CUDA graph (replay it with `Graph::launch`). The
+    /// replay state needs an even `steps` (its counters ping-pong between two buffers).
     fn capture_steps(&self, stream: &Stream, io: &StepIo, steps: usize) -> Result<Graph> {
         self.prepare(io)?;
         stream.capture(|s| {

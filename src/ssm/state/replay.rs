@@ -12,17 +12,32 @@ use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_FLUSH, META_H, META_START, META_WORDS};
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
-use replay_runtime::{ArgValue, CompiledKernel, DeviceBuffer, Grid, KernelExt, RuntimeError, Stream};
+use replay_runtime::{ArgValue, CompiledKernel, DeviceBuffer, Graph, Grid, KernelExt, RuntimeError, Stream};
+use std::cell::Cell;
 
 /// ReplaySSM decode state of one Mamba-2 layer: per slot a checkpoint `[heads, dv, dk]` (f32),
 /// a ring of `L + T` input records and counters `(start, h, flush)` in device memory.
 ///
-/// - [`DecodeLayer::step`]: one `mamba2_replay_step` launch for the batch (non-flush rows
-///   read the checkpoint and the records, flush rows fold the window) and one `mamba2_commit`
-///   (`h ← h + 1` or `0`, next flags) — two launches, no host work.
+/// - [`DecodeLayer::step`]: **one** `mamba2_replay_step` launch for the batch, no host work:
+///   non-flush rows read the checkpoint and the records, flush rows fold the window, and the
+///   launch advances the counters (`h ← h + 1` or `0`, the next flags) — not in place, since
+///   every program of the launch reads them, but into the second of two counter buffers.
 /// - [`Mamba2ReplayState::verify`]: output-only verification of `n ≤ T` drafts per row (with the
 ///   pre-flush when `h + n > L`); [`Mamba2ReplayState::commit`] then advances `h` by the accepted
-///   counts, read from device memory ([`Mamba2ReplayState::accepted`]).
+///   counts, read from device memory ([`Mamba2ReplayState::accepted`]), in place in the current
+///   counter buffer (`mamba2_commit`, a launch after the sampler).
+///
+/// **Counter parity.** The counters live in two buffers; [`Self::parity`] says which one is
+/// current. Every kernel reads the current one; a decode step writes the other and the manager
+/// makes that one current after the launch (a host-side flip, nothing waits). Admission
+/// ([`DecodeLayer::admit`], [`Self::fill`]), [`Self::verify`], [`Self::commit`],
+/// [`Self::counters`] and [`DecodeLayer::logical_state`] use the current buffer. A CUDA graph
+/// bakes the buffers into its launches, so a graph of decode steps is valid only at the parity
+/// it was captured at: [`DecodeLayer::capture_steps`] captures an even number of steps (a
+/// replay of the graph then leaves the current buffer where it found it, so the graph can be
+/// replayed any number of times, and admissions and verifications between replays see the
+/// right buffer); between replays, run host-launched decode steps only in even numbers (or
+/// capture again). Capturing runs nothing, so it leaves the parity as it was.
 pub struct Mamba2ReplayState {
     pub(super) core: LayerCore,
     plan: ReplayPlan,
@@ -34,8 +49,11 @@ pub struct Mamba2ReplayState {
     pub rec_x: DeviceBuffer<bf16>,
     /// Ring `B` `[slots, L+T, groups, dk]`.
     pub rec_b: DeviceBuffer<bf16>,
-    /// Counters `[slots, 4]`: start, h, flush flag, reserved.
-    pub meta: DeviceBuffer<i32>,
+    /// Counters `[slots, 4]` (start, h, flush flag, reserved), twice: `meta[parity]` is
+    /// current, a decode step writes the other.
+    meta: [DeviceBuffer<i32>; 2],
+    /// Which of `meta` is current (0 or 1).
+    parity: Cell<usize>,
     /// Accepted drafts per row `[batch]`, written by the sampler before [`Self::commit`].
     pub accepted: DeviceBuffer<i32>,
     step_k: CompiledKernel<mamba2_replay_step::Kernel>,
@@ -92,7 +110,11 @@ impl Mamba2ReplayState {
             rec_dt: DeviceBuffer::zeros(stream, slots * cap * h)?,
             rec_x: DeviceBuffer::zeros(stream, slots * cap * h * dv)?,
             rec_b: DeviceBuffer::zeros(stream, slots * cap * g * dk)?,
-            meta: DeviceBuffer::zeros(stream, slots * META_WORDS)?,
+            meta: [
+                DeviceBuffer::zeros(stream, slots * META_WORDS)?,
+                DeviceBuffer::zeros(stream, slots * META_WORDS)?,
+            ],
+            parity: Cell::new(0),
             accepted: DeviceBuffer::zeros(stream, batch)?,
             step_k,
             verify_k,
@@ -111,10 +133,33 @@ impl Mamba2ReplayState {
         fill(self, stream, next)
     }
 
-    fn step_args<'a>(&'a self, io: &'a StepIo) -> Vec<ArgValue<'a>> {
+    /// Which counter buffer is current (0 or 1): flips with every decode step.
+    pub fn parity(&self) -> usize {
+        self.parity.get()
+    }
+
+    /// The current counter buffer `[slots, 4]`: `(start, h, flush flag, reserved)` per slot.
+    pub fn meta(&self) -> &DeviceBuffer<i32> {
+        &self.meta[self.parity.get()]
+    }
+
+    /// Both counter buffers, in storage order (`[parity()]` is the current one).
+    pub fn meta_buffers(&self) -> [&DeviceBuffer<i32>; 2] {
+        [&self.meta[0], &self.meta[1]]
+    }
+
+    /// The counter buffer a decode step writes (the next current one).
+    fn meta_next(&self) -> &DeviceBuffer<i32> {
+        &self.meta[1 - self.parity.get()]
+    }
+
+    /// The arguments of `mamba2_replay_step`: counters read (current) and written (the other
+    /// buffer), flags computed for `next`.
+    fn step_args<'a>(&'a self, io: &'a StepIo, next: Next) -> Vec<ArgValue<'a>> {
         let mut a = self.core.leading_args(io);
         a.extend([
-            buf(&self.meta),
+            buf(self.meta()),
+            buf(self.meta_next()),
             buf(&self.ckpt),
             buf(&self.rec_dt),
             buf(&self.rec_x),
@@ -122,13 +167,24 @@ impl Mamba2ReplayState {
             buf(&io.out),
             ArgValue::I32(self.core.batch as i32),
             ArgValue::I32(self.core.state_slots as i32),
+            ArgValue::I32(next.drafts() as i32),
         ]);
         a
     }
 
     fn verify_args<'a>(&'a self, io: &'a StepIo, n: usize) -> Vec<ArgValue<'a>> {
-        let mut a = self.step_args(io);
-        a.push(ArgValue::I32(n as i32));
+        let mut a = self.core.leading_args(io);
+        a.extend([
+            buf(self.meta()),
+            buf(&self.ckpt),
+            buf(&self.rec_dt),
+            buf(&self.rec_x),
+            buf(&self.rec_b),
+            buf(&io.out),
+            ArgValue::I32(self.core.batch as i32),
+            ArgValue::I32(self.core.state_slots as i32),
+            ArgValue::I32(n as i32),
+        ]);
         a
     }
 
@@ -136,7 +192,7 @@ impl Mamba2ReplayState {
         vec![
             buf(&self.core.slot_idx),
             buf(&self.accepted),
-            buf(&self.meta),
+            buf(self.meta()),
             ArgValue::I32(self.core.batch as i32),
             ArgValue::I32(self.core.state_slots as i32),
             ArgValue::I32(after_verify as i32),
@@ -148,21 +204,19 @@ impl Mamba2ReplayState {
         Grid::cdiv(self.core.batch as u64, COMMIT_BLOCK as u64)
     }
 
-    /// One decode step followed by a commit that prepares the flags for `next`.
+    /// One decode step — one launch — that also advances the counters (into the other
+    /// buffer, which becomes current) with the flags for a `next` launch: a decode step, or a
+    /// verification of `n` drafts.
     pub fn step_then(&self, stream: &Stream, io: &StepIo, next: Next) -> Result<()> {
         self.check_io(io, 1)?;
         go(
             &self.step_k,
             stream,
             self.core.grid(self.plan.step.hb, self.plan.step.bv),
-            &self.step_args(io),
+            &self.step_args(io, next),
         )?;
-        go(
-            &self.commit_k,
-            stream,
-            self.commit_grid(),
-            &self.commit_args(false, next),
-        )
+        self.parity.set(1 - self.parity.get());
+        Ok(())
     }
 
     /// Output-only verification of `n` drafts per row (`1 ≤ n ≤ T`), inputs token-major in
@@ -186,7 +240,8 @@ impl Mamba2ReplayState {
     }
 
     /// Commits a verification: `h ← h + accepted[row]` (read from [`Self::accepted`] in device
-    /// memory) after dropping folded records, and flags for `next`.
+    /// memory) after dropping folded records, and flags for `next`, in place in the current
+    /// counter buffer (the parity does not change).
     pub fn commit(&self, stream: &Stream, next: Next) -> Result<()> {
         go(
             &self.commit_k,
@@ -196,11 +251,13 @@ impl Mamba2ReplayState {
         )
     }
 
-    /// Loads the kernels a verification of `n` drafts and its commit use (before a capture).
+    /// Loads the kernels a verification of `n` drafts, its commit and a decode step before it
+    /// use (before a capture).
     pub fn prepare_verify(&self, io: &StepIo, n: usize) -> Result<()> {
         if let Some(k) = &self.verify_k {
             preload(k, &self.verify_args(io, n))?;
         }
+        preload(&self.step_k, &self.step_args(io, Next::Verify(n)))?;
         preload(&self.commit_k, &self.commit_args(true, Next::Verify(n)))
     }
 
@@ -222,9 +279,9 @@ impl Mamba2ReplayState {
         Ok(())
     }
 
-    /// `(start, h, flush)` of every slot, read back.
+    /// `(start, h, flush)` of every slot in the current counter buffer, read back.
     pub fn counters(&self, stream: &Stream) -> Result<Vec<(usize, usize, bool)>> {
-        let m = self.meta.to_host(stream)?;
+        let m = self.meta().to_host(stream)?;
         Ok(m.chunks(META_WORDS)
             .map(|w| {
                 (
@@ -248,15 +305,38 @@ impl DecodeLayer for Mamba2ReplayState {
     }
     fn admit(&mut self, stream: &Stream, row: usize, initial: Option<&[f32]>, next: Next) -> Result<usize> {
         let flag = initial_flush_flag(0, next.drafts(), self.plan.window);
-        self.core.admit(stream, row, initial, &self.ckpt, &self.meta, flag)
+        let meta = &self.meta[self.parity.get()];
+        self.core.admit(stream, row, initial, &self.ckpt, meta, flag)
     }
     fn step(&self, stream: &Stream, io: &StepIo) -> Result<()> {
         self.step_then(stream, io, Next::Decode)
     }
     fn prepare(&self, io: &StepIo) -> Result<()> {
-        preload(&self.step_k, &self.step_args(io))?;
-        preload(&self.commit_k, &self.commit_args(false, Next::Decode))?;
+        preload(&self.step_k, &self.step_args(io, Next::Decode))?;
         preload(&self.commit_k, &self.commit_args(true, Next::Decode))
+    }
+    /// `steps` decode steps (`steps` launches) as one graph; `steps` must be even, so that a
+    /// replay of the graph leaves the current counter buffer where it found it (see the
+    /// type's documentation). Capturing leaves the parity as it was.
+    fn capture_steps(&self, stream: &Stream, io: &StepIo, steps: usize) -> Result<Graph> {
+        if !steps.is_multiple_of(2) {
+            return Err(RuntimeError::Size(format!(
+                "a replay graph captures an even number of decode steps, not {steps}: each step \
+                 flips the current counter buffer, and every replay of the graph must leave it \
+                 where the capture found it"
+            )));
+        }
+        self.prepare(io)?;
+        let parity = self.parity.get();
+        let graph = stream.capture(|s| {
+            for _ in 0..steps {
+                self.step(s, io)?;
+            }
+            Ok(())
+        });
+        // The capture ran nothing: the device's counters are where they were.
+        self.parity.set(parity);
+        graph
     }
     fn logical_state(&self, stream: &Stream, params: &Mamba2Params, slot: usize) -> Result<Vec<f64>> {
         let shape = self.core.shape;

@@ -5,9 +5,9 @@
 //! |---|---|---|
 //! | [`decode::mamba2_decode`] | conventional step, fp32 state: read `S`, `S ← αS + v kᵀ`, `y = S q + D x` (· silu z), write `S` | `(batch, HEADS, ⌈DV/BV⌉)` |
 //! | [`decode::mamba2_decode_f16`] | the same on an fp16 state, written with stochastic rounding (`SR`) or round-to-nearest | `(batch, HEADS, ⌈DV/BV⌉)` |
-//! | [`replay::mamba2_replay_step`] | one replay decode step for the batch: non-flush rows read the checkpoint and the ring and append the step's record; flush rows fold the window into the checkpoint | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
+//! | [`replay::mamba2_replay_step`] | one replay decode step for the batch: non-flush rows read the checkpoint and the ring and append the step's record; flush rows fold the window into the checkpoint; the advanced counters go to the second counter buffer | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
 //! | [`verify::mamba2_verify`] | output-only verification of `n_drafts ≤ T` drafts, with the pre-flush of the committed records when the flag says so | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
-//! | [`commit::mamba2_commit`] | advances `h` by the accepted counts and computes the next flush flags | `⌈batch/BLOCK⌉` |
+//! | [`commit::mamba2_commit`] | after a verification: advances `h` by the accepted counts (in place) and computes the next flush flags | `⌈batch/BLOCK⌉` |
 //! | [`spec_baseline::mamba2_spec_baseline`] | conventional speculative decoding: one state snapshot written per draft | `(batch, HEADS, ⌈DV/BV⌉)` |
 //!
 //! # Memory layout
@@ -37,27 +37,46 @@
 //! - `rec_b: bf16 [slots, CAP, GROUPS, DK]` — `B` (`k = B`), once per group.
 //!
 //! **Counters** `meta: i32 [slots, 4]` (one 16-byte line per slot, shared by every layer of the
-//! model, since all layers advance together):
+//! model, since all layers advance together), kept twice (`meta` and `meta_out` of
+//! [`replay::mamba2_replay_step`], see the decode loop below):
 //! - `meta[s][0]` (`META_START`) — ring position of the first committed record;
 //! - `meta[s][1]` (`META_H`) — `h`, the number of committed records after the checkpoint
 //!   (record `j` of the window, `0 ≤ j < h`, lives at position `(start + j) % CAP`);
-//! - `meta[s][2]` (`META_FLUSH`) — the flush flag of the *next* launch, computed by
-//!   [`commit::mamba2_commit`]: for a decode step `h + 1 ≥ L`, for a verification of `n`
-//!   drafts `h + n > L`;
-//! - `meta[s][3]` — reserved, 0.
+//! - `meta[s][2]` (`META_FLUSH`) — the flush flag of the *next* launch, computed by the
+//!   launch before it ([`replay::mamba2_replay_step`] or [`commit::mamba2_commit`], by the one
+//!   rule [`commit::advance_counters`]): for a decode step `h + 1 ≥ L`, for a verification
+//!   of `n` drafts `h + n > L`;
+//! - `meta[s][3]` — reserved, 0 (a decode step carries it over).
 //!
 //! The logical state of slot `s` is `S_h = γ_h S_ckpt + Σ_{j<h} γ_{j+1:h} v_j k_jᵀ`.
 //! A fresh slot holds its initial state as checkpoint, `start = 0`, `h = 0` and the flag for
 //! its first launch ([`initial_flush_flag`]).
 //!
 //! # The decode loop (no host synchronisation)
-//! Per model step: each SSM layer launches [`replay::mamba2_replay_step`] (or
-//! [`verify::mamba2_verify`]); then **one** [`commit::mamba2_commit`] for the whole model
-//! advances the shared counters (`after_verify = 0` after decode steps, with `accepted`
-//! ignored; `1` after verification, with the sampler's accepted counts in device memory) and
-//! sets the flags for the next step's kind (`next_drafts = 0`: a decode step; `n`: a
-//! verification of `n` drafts). The replay kernels only read `meta`, so every layer of a step
-//! sees the same counters; the record appended at a decode step is committed by that commit.
+//! The counters are kept in two buffers, `A` and `B`; one is *current*. Every program of a
+//! launch reads the current counters, so no launch may update them in place while it runs.
+//!
+//! - **Decode step** — one launch per SSM layer, nothing else: each layer launches
+//!   [`replay::mamba2_replay_step`] with `meta` = the current buffer and `meta_out` = the
+//!   other one, and `next_drafts` = the next step's kind (`0`: a decode step; `n`: a
+//!   verification of `n` drafts). One program per row (`program_id(1) == 0 &&
+//!   program_id(2) == 0`) writes the row's advanced counters to `meta_out` (`h + 1`, or `0`
+//!   after a flush, `start` kept, the next flag), which commits the record the step appended;
+//!   padding rows write nothing. Every layer of the step reads the same current buffer and
+//!   writes the same values to the other, so the layers of a model may share both. After the
+//!   step (all layers) the other buffer becomes current.
+//! - **Verification** — [`verify::mamba2_verify`] per layer reads the current buffer; after
+//!   the sampler, **one** [`commit::mamba2_commit`] for the whole model (`after_verify = 1`,
+//!   the accepted counts in device memory) advances the current buffer in place and sets the
+//!   flags for the next step's kind. Which buffer is current does not change.
+//! - Admitting a sequence writes its counters into the current buffer; nothing needs the
+//!   other buffer's stale line of that slot, which the next decode step overwrites.
+//!
+//! Both kernels apply [`commit::advance_counters`], so the rule is written once;
+//! [`commit::mamba2_commit`] with `after_verify = 0` applies the decode rule in place (for a
+//! loop that keeps a single buffer, at the cost of a second launch per step). A CUDA graph
+//! bakes the buffers into its launches: a graph of decode steps must hold an even number of
+//! them, so that every replay leaves the same buffer current.
 //!
 //! # Numerics
 //! Decay products are `exp(A · Σ dt')` with every sum a plain running sum of the positive

@@ -1,5 +1,6 @@
 //! The replay decode step (ReplaySSM algorithm 1) for a whole batch in one launch.
 
+use super::commit::advance_counters;
 use super::record_rows;
 use replay_dsl::prelude::*;
 
@@ -22,12 +23,17 @@ use replay_dsl::prelude::*;
 ///   checkpoint is neither materialised nor written.
 /// - **Flush** rows, head by head: `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ`
 ///   (one `dot` over the records), written once, and `y = S_ckpt q + D x` from it; this step's
-///   record is not stored (the window is empty afterwards). [`super::commit::mamba2_commit`]
-///   then moves `h`.
+///   record is not stored (the window is empty afterwards).
+/// - **Counters**: every program reads `meta`, none writes it; program `(row, 0, 0)` writes
+///   the row's advanced counters to `meta_out[slot]` (`(start, h + 1, flag, ·)`, or `h = 0`
+///   after a flush, with the flag of a next launch of `next_drafts` drafts, 0 = a decode
+///   step), by [`super::commit::advance_counters`] — what [`super::commit::mamba2_commit`]
+///   computes after a decode step, so a decode step is this one launch. The caller swaps the
+///   two counter buffers after the launch; `meta_out` must not alias `meta`.
 /// - Padding rows (slot 0) do nothing. `HB` need not be a power of two (extra head lanes are
 ///   masked).
 ///
-/// Contract: the flag is [`super::initial_flush_flag`]`(h, 0, L)` as the commit kernel sets it
+/// Contract: the flag is [`super::initial_flush_flag`]`(h, 0, L)` as the previous launch set it
 /// (so `h + 1 ≤ L + T` records fit).
 #[kernel]
 pub fn mamba2_replay_step(
@@ -41,6 +47,7 @@ pub fn mamba2_replay_step(
     #[extent(HEADS)] dt_bias: Ptr<f32>,
     #[extent(batch)] slot_idx: Ptr<i32>,
     #[extent(slots * 4)] meta: Ptr<i32>,
+    #[extent(slots * 4)] meta_out: Ptr<i32>,
     #[extent(slots * HEADS * DV * DK)] ckpt: Ptr<f32>,
     #[extent(slots * (L + T) * HEADS)] rec_dt: Ptr<f32>,
     #[extent(slots * (L + T) * HEADS * DV)] rec_x: Ptr<bf16>,
@@ -48,6 +55,7 @@ pub fn mamba2_replay_step(
     #[extent(batch * HEADS * DV)] out: Ptr<bf16>,
     batch: i32,
     slots: i32,
+    next_drafts: i32,
     #[constexpr(default = 128)] HEADS: usize,
     #[constexpr(default = 8)] GROUPS: usize,
     #[constexpr(default = 128)] DK: usize,
@@ -192,6 +200,18 @@ pub fn mamba2_replay_step(
                 }
                 store(out + (row * HEADS + head) * DV + v, y.cast::<bf16>(), vmask);
             }
+        }
+
+        // The row's counters after this step, written once per row to the other buffer.
+        if program_id(1) == 0 && program_id(2) == 0 {
+            let c = advance_counters(start, h, flush, None, next_drafts, L, cap);
+            let w = arange(4);
+            let line = select(
+                w == 0,
+                c.start,
+                select(w == 1, c.h, select(w == 2, c.flag.cast::<i32>(), load(mrow + 3, true))),
+            );
+            store(meta_out + slot * 4 + w, line, true);
         }
     }
 }
