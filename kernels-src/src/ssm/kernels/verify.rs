@@ -1,25 +1,76 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
 use super::record_rows;
+use replay_dsl::front::builder::num_warps;
 use replay_dsl::prelude::*;
+
+/// How one program's tiles are cut (from the constexprs and the number of warps).
+struct Geometry {
+    /// Heads per chunk (a power of two ≤ `HBP`); the program runs `HBP / hbc` chunks.
+    hbc: usize,
+    /// Lane bits given to the reduced (minor) axes: `DK` of the checkpoint and the keys, and
+    /// the record index. The other lanes and the warps hold the tile rows (value rows of the
+    /// chunk's heads), so that no per-draft reduction crosses warps; 4 (16 lanes), or 5 when
+    /// the rows cannot fill the other lanes and the warps.
+    mb: usize,
+}
+
+/// Bigger tiles hold more in registers: a chunk keeps its checkpoint tile (`rows·DK` f32), the
+/// group's keys (`nr·DK`) and the records' `x` (`nr·rows`) for all drafts, at most 128 values
+/// per thread (64 of them the checkpoint); larger `HB·BV` run as chunks of heads.
+fn geometry(hbp: usize, bv: usize, dk: usize, nr: usize, warps: usize) -> Geometry {
+    let threads = 32 * warps;
+    let mut hbc = hbp;
+    while hbc > 1 && (hbc * bv * dk > 64 * threads || hbc * bv * dk + nr * dk + nr * hbc * bv > 128 * threads) {
+        hbc /= 2;
+    }
+    let row_bits = (hbc * bv).trailing_zeros() as usize;
+    let thread_bits = 5 + warps.trailing_zeros() as usize;
+    let mb = thread_bits.saturating_sub(row_bits).clamp(4, 5);
+    Geometry { hbc, mb }
+}
 
 /// Verifies `n_drafts` (`1 ≤ n_drafts ≤ T`) draft tokens per row without materialising any state:
 /// `O = S_ckpt Q D + V (W ⊙ (Kᵀ Q))` plus `D x` (times `silu(z)` when `HAS_Z`), with
 /// `D = diag(γ_{0:h+s})`, `W_{js} = γ_{j+1:h+s}` for `j ≤ h+s` (else 0) and `V = [dt'_j x_j]`.
 ///
-/// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` of group `g` and value rows
-/// `vb·BV ..`. Per program, the keys of the `h` committed records (ring) and of the drafts
-/// (inputs), the queries `Q` and `Kᵀ Q` (one `dot`) are computed once and shared by the heads.
-/// Records are held newest-first (tile row `i` is record `j = h + n − 1 − i`), so every decay
-/// sum `Σ_{l=j+1..h+s} dt'_l` is one column of an inclusive `cumsum` of positive terms.
+/// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (one group `g`) and value
+/// rows `vb·BV ..`. Heads are tile lanes `[HBP]` (`HBP = HB.next_power_of_two()`, extra lanes
+/// masked), so `HB` need not be a power of two. The group's keys and `Kᵀ Q` are shared by the
+/// heads.
+///
+/// - **Records**: one record tile of `nr = (L + T).next_power_of_two()` rows, the drafts first
+///   (row `s` is draft `s`), then the `h` committed records newest first (row `T' + i` is
+///   record `h - 1 - i`, `T' = T.next_power_of_two()`). One gather of `dt'` per committed
+///   record and head (`[nr, HBP]`); their weights `w_j = γ_{j+1:h-1} dt'_j` from an exclusive
+///   running sum down the rows and `C = Σ_j dt'_j`; the drafts' `dt'` once (`[T', HBP]`).
+/// - **Numerics**: every decay is `exp2((A log2 e) · Σ dt')` over a plain running sum of the
+///   positive `dt'` of exactly its range: `γ_{0:h+s}` from `C` plus a `cumsum` over the drafts,
+///   and per draft `s` one running sum per record row (committed: `Σ_{s' ≤ s} dt'_{h+s'}`, on
+///   top of the `w_j` folded into the records' `x`; draft `s' ≤ s`: `Σ_{s'' = s'+1..s}`),
+///   advanced draft by draft. No ratios or differences of prefix sums.
+/// - **Loads first**: the checkpoint tile of the heads (`[HBP·BV, DK]`, read once for all drafts),
+///   the records' `x` (`[nr, HBP·BV]`, times `w_j`), the group's keys of the records and the
+///   drafts' `dt'` are all loaded before the first reduction. The tiles are shaped
+///   `[DK/kl, rows, kl]` / `[nr/rl, rows, rl]` so that the rows (value row · `HBP` + head) lie
+///   in lanes and warps, and the reduced axes in registers and a few lanes.
+/// - **Then a static loop over the `T` drafts**, registers and in-warp shuffles only, except one
+///   layout conversion of `Kᵀ q_s`: `S_ckpt q_s` and `Σ_i f_i (k_i·q_s) x_i` (every head and
+///   row, reduced over the registers, then together over the lanes), `+ D x`, the gate, the
+///   draft's outputs and its record `x` appended to the ring.
+/// - A program whose tiles would not fit in registers (see `geometry`) runs the above for
+///   chunks of its heads in turn.
 ///
 /// The drafts' records are appended at ring positions `(start + h + s) % (L+T)` (`h`
-/// unchanged). If the row's flush flag is set (`h + n > L`, computed by
-/// [`super::commit::mamba2_commit`]), the `h` committed records are then folded into the
-/// checkpoint (`S_ckpt ← γ_{0:h-1} S_ckpt + Σ_{j<h} γ_{j+1:h-1} v_j k_jᵀ`, written once); the
+/// unchanged; `dt'` by the programs with `vb = 0`, the keys by one program per group). If the
+/// row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]), the `h`
+/// committed records are then folded into the checkpoint in a branch of their own, head by head
+/// (`S_ckpt ← γ_{0:h-1} S_ckpt + Σ_{j<h} w_j x_j k_jᵀ`, one `dot` per head, written once); the
 /// outputs use the checkpoint as it was. [`super::commit::mamba2_commit`] (with
-/// `after_verify = 1`) then moves `start` past the folded records and sets `h` to the
-/// accepted count.
+/// `after_verify = 1`) then moves `start` past the folded records and sets `h` to the accepted
+/// count. Padding rows (slot 0) do nothing.
+///
+/// Contract: `h ≤ L` (as the commit kernel keeps it), so `h + n ≤ L + T` records fit the tile.
 #[kernel]
 pub fn mamba2_verify(
     #[extent(batch * n_drafts * HEADS)] dt: Ptr<bf16>,
@@ -53,18 +104,37 @@ pub fn mamba2_verify(
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1 && T >= 1 && T <= L, "1 ≤ T ≤ L");
+    let _ = (batch, slots);
     let hpg = HEADS / GROUPS;
     let cap = L + T;
-    let nr = record_rows(cap);
     let tp = T.next_power_of_two();
+    let nr = record_rows(L + tp);
+    let hbp = HB.next_power_of_two();
+    let geo = geometry(hbp, BV, DK, nr, num_warps() as usize);
+    let hbc = geo.hbc;
+    let nch = hbp / hbc;
+    let rows = hbc * BV; // tile rows r = v · hbc + head (the head fastest)
+    let kl = (4usize << geo.mb).min(DK); // checkpoint (f32): k = kh_i · kl + kl_i, 4 in registers
+    let kh = DK / kl;
+    let kl2 = (8usize << geo.mb).min(DK); // keys (bf16): k = kh2_i · kl2 + kl2_i, 8 in registers
+    let kh2 = DK / kl2;
+    let rl = (1usize << geo.mb).min(nr); // records: row i = rl_i · rh + rh_i, rl_i in lanes
+    let rh = nr / rl;
 
     let row = program_id(0);
     let head0 = program_id(1) * HB;
     let g = head0 / hpg;
-    let v = program_id(2) * BV + arange(BV);
-    let vmask = v < DV;
-    let kk = arange(DK);
+    let first = program_id(2) == 0;
     let n = n_drafts;
+    // [X, hbc, Y] → [X, rows, Y]: a per-head value on every row of its head.
+    let on_rows3 = |t: Tile<f32>| {
+        let sh = t.shape();
+        t.reshape([sh[0], 1, hbc * sh[2]])
+            .broadcast_to([sh[0], BV, hbc * sh[2]])
+            .reshape([sh[0], rows, sh[2]])
+    };
+    // [nr, hbc] (record row i = rl_i · rh + rh_i) → [rh, hbc, rl].
+    let rec3 = |t: Tile<f32>| t.reshape([rl, rh * hbc]).trans().reshape([rh, hbc, rl]);
     let slot = load(slot_idx + row, true);
     if slot != 0 {
         let mrow = meta + slot * 4;
@@ -75,124 +145,188 @@ pub fn mamba2_verify(
         let ring_dt = rec_dt + slot64 * (cap * HEADS);
         let ring_x = rec_x + slot64 * (cap * HEADS * DV);
         let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
-        let tok0 = row * n; // first token of this row in the inputs
+        // The row's first token in the inputs; ring positions (start + j < cap + L: one wrap).
+        let tok0 = row * n;
+        let wrap = |p: Tile<i32>| select(p >= cap as i32, p - cap as i32, p);
 
-        // Tile row i holds record j = h + n - 1 - i: drafts (s' = n - 1 - i) for i < n, then
-        // committed records from the ring.
+        // Record rows i: draft i (i < tp, live if i < n), then committed record j = h-1-(i-tp).
         let i = arange(nr);
-        let valid = i < h + n;
-        let is_draft = i < n;
-        let in_ring = valid & (i >= n);
-        let pos = (start + h + n - 1 - i + cap) % cap;
-        let draft_of_row = n - 1 - i;
-        // Draft index s (columns) and ring positions of the drafts' records.
+        let is_draft = i < tp;
+        let committed = (i >= tp) & (i < h + tp);
+        let pos = wrap(start + h - 1 - (i - tp));
         let s = arange(tp);
-        let smask = s < n;
-        let pos_draft = (start + h + s) % cap;
+        let pos_d = wrap(start + h + s); // the drafts' ring positions
 
-        let q = load(
-            cmat + ((tok0 + s) * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
-            smask.expand_dims(1),
-        );
-        let k_draft = load(
-            bmat + ((tok0 + draft_of_row) * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
-            is_draft.expand_dims(1),
-        );
+        // The group's keys of the records, [kh2, nr, kl2] (element k = kh2_i · kl2 + kl2_i).
+        let koff2 = (arange(kh2).expand_dims(1) * kl2 + arange(kl2).expand_dims(0)).expand_dims(1);
+        let i3 = i.expand_dims(0).expand_dims(2);
+        let k_draft = load(bmat + ((tok0 + i3) * GROUPS + g) * DK + koff2, (i3 < n) & (i3 < tp));
         let k_ring = load(
-            ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
-            in_ring.expand_dims(1),
+            ring_b + (pos * GROUPS + g).expand_dims(0).expand_dims(2) * DK + koff2,
+            committed.expand_dims(0).expand_dims(2),
         );
-        let keys = select(is_draft.expand_dims(1), k_draft, k_ring);
-        // Kᵀ Q once per program: kq[i, s] = k_j · q_s.
-        let kq = dot(keys, q.trans());
-        let keys = keys.cast::<f32>();
-        let q = q.cast::<f32>();
-        // Visibility: draft s sees records j ≤ h + s, i.e. rows i ≥ n - 1 - s.
-        let ii = i.expand_dims(1);
-        let ss = s.expand_dims(0);
-        let visible = (ii >= n - 1 - ss) & valid.expand_dims(1) & smask.expand_dims(0);
-        // Row i - 1 (record j + 1) enters the decay sums of column s when j + 1 ≤ h + s.
-        let next_counts = ii >= n - ss;
+        let keys = select(i3 < tp, k_draft, k_ring).cast::<f32>();
+        // The checkpoint tile's element offsets, [kh, 1, kl] (element k = kh_i · kl + kl_i).
+        let koff = (arange(kh).expand_dims(1) * kl + arange(kl).expand_dims(0)).expand_dims(1);
 
-        // dt' of the records on tile rows `r` (0 outside 0 ≤ r < h + n).
-        let dt_rows = |r: Tile<i32>, head: Tile<i32>, bias: Tile<f32>| -> Tile<f32> {
-            let ok = (r >= 0) & (r < h + n);
-            let draft = ok & (r < n);
-            let ring = ok & (r >= n);
-            let p = (start + h + n - 1 - r + cap) % cap;
-            let raw = load(dt + (tok0 + n - 1 - r) * HEADS + head, draft).cast::<f32>();
-            select(draft, softplus(raw + bias), load(ring_dt + p * HEADS + head, ring))
-        };
+        // The drafts' outputs and records for the heads head0 + c·hbc ..
+        let chunk = |c: Tile<i32>| {
+            let hc0 = head0 + c * hbc;
+            let hh = arange(hbc);
+            let hmask = hh + c * hbc < HB;
+            let heads = hc0 + hh;
+            // Per tile row: its head and value row (computed, not reshaped, so that the address
+            // analysis sees contiguous, aligned rows of the checkpoint).
+            let r = arange(rows);
+            let r_head = hc0 + r % hbc;
+            let r_v = program_id(2) * BV + r / hbc;
+            let xmask = (r % hbc + c * hbc < HB) & (r_v < DV);
+            let xoff = r_head * DV + r_v; // offset of x, z, y in a token's [HEADS, DV]
+            let d_rows = load(d + r_head, xmask);
 
-        for hh in range(0, HB) {
-            let head = head0 + hh;
-            let a_h = load(a + head, true);
-            let bias = load(dt_bias + head, true);
-            let dt_rec = dt_rows(i, head, bias);
-            let dt_next = dt_rows(i - 1, head, bias);
-            let sums = cumsum(select(next_counts, dt_next.expand_dims(1), 0.0), 0);
-            let coef = select(visible, exp(a_h * sums), 0.0) * kq * dt_rec.expand_dims(1);
-            let gamma = exp(a_h * sum(select(visible, dt_rec.expand_dims(1), 0.0), 0));
-
-            let x_draft = load(
-                x + (((tok0 + draft_of_row) * HEADS + head) * DV).expand_dims(1) + v.expand_dims(0),
-                is_draft.expand_dims(1) & vmask.expand_dims(0),
+            // Decays are exp2 of (A log2 e) times a running sum of dt'.
+            let a_h = load(a + heads, hmask) * std::f32::consts::LOG2_E;
+            let bias = load(dt_bias + heads, hmask);
+            let hm = hmask.expand_dims(0);
+            // dt' of the committed records, one gather: [nr, hbc] (0 on the drafts' rows).
+            let dt_c = load(
+                ring_dt + (pos * HEADS + hc0).expand_dims(1) + hh.expand_dims(0),
+                committed.expand_dims(1) & hm,
             );
-            let x_ring = load(
-                ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                in_ring.expand_dims(1) & vmask.expand_dims(0),
+            // w_j = γ_{j+1:h-1} dt'_j (the later committed records are the rows above), C = Σ dt'.
+            let w = exp2(a_h.expand_dims(0) * cumsum_exclusive(dt_c, 0)) * dt_c;
+            let c_all = sum(dt_c, 0);
+            // dt' of the drafts, [tp, hbc] (0 past n).
+            let dmask = (s < n).expand_dims(1) & hm;
+            let dt_tp = select(
+                dmask,
+                softplus(
+                    load(dt + (tok0 + s).expand_dims(1) * HEADS + heads.expand_dims(0), dmask).cast::<f32>()
+                        + bias.expand_dims(0),
+                ),
+                0.0,
             );
-            let xs = select(is_draft.expand_dims(1), x_draft, x_ring).cast::<f32>();
-            // The drafts' own x by draft index, for D x, the gate and the records.
-            let tok_off = (((tok0 + s) * HEADS + head) * DV).expand_dims(1) + v.expand_dims(0);
-            let tok_mask = smask.expand_dims(1) & vmask.expand_dims(0);
-            let x_tok_raw = load(x + tok_off, tok_mask);
-            let x_tok = x_tok_raw.cast::<f32>();
-
-            let srow = ckpt + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK);
-            let sptr = srow + (v * DK).expand_dims(1) + kk.expand_dims(0);
-            let st = load(sptr, vmask.expand_dims(1));
-            // [T, BV]: S_ckpt q_s scaled by γ_{0:h+s}, plus Σ_j W_js (k_j·q_s) v_j.
-            let sq = dot(q, st.trans());
-            let o_rec = dot(coef.trans(), xs);
-            let mut y = gamma.expand_dims(1) * sq + o_rec + load(d + head, true) * x_tok;
-            if HAS_Z {
-                y = y * silu(load(z + tok_off, tok_mask).cast::<f32>());
-            }
-            store(out + tok_off, y.cast::<bf16>(), tok_mask);
-
-            // Append the drafts' records (h unchanged).
             store(
-                ring_x + (pos_draft * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                x_tok_raw,
-                tok_mask,
+                ring_dt + (pos_d * HEADS).expand_dims(1) + heads.expand_dims(0),
+                dt_tp,
+                dmask & first,
             );
-            if program_id(2) == 0 {
-                let dt_tok = softplus(load(dt + (tok0 + s) * HEADS + head, smask).cast::<f32>() + bias);
-                store(ring_dt + pos_draft * HEADS + head, dt_tok, smask);
-            }
 
-            if flush {
-                // Fold the h committed records (rows i ≥ n): weights γ_{j+1:h-1} dt'_j.
-                let committed = in_ring;
-                let fsums = cumsum(select(i >= n + 1, dt_next, 0.0), 0);
-                let wf = select(committed, exp(a_h * fsums) * dt_rec, 0.0);
-                let gf = exp(a_h * sum(select(committed, dt_rec, 0.0), 0));
-                let upd = dot_acc((xs * wf.expand_dims(1)).trans(), keys, st * gf);
-                store(sptr, upd, vmask.expand_dims(1));
+            // The checkpoint tile, [kh, rows, kl].
+            let srow = ckpt + slot64 * (HEADS * DV * DK) + (r_head * DV + r_v) * DK; // [rows]
+            let st = load(
+                srow.expand_dims(0).expand_dims(2) + koff,
+                xmask.expand_dims(0).expand_dims(2),
+            );
+            // The records' x, [rh, rows, rl] (record row i = rl_i · rh + rh_i); the committed
+            // records carry their weight w_j, the drafts' weights depend on the draft.
+            let ri = (arange(rl).expand_dims(0) * rh + arange(rh).expand_dims(1)).expand_dims(1); // [rh, 1, rl]
+            let xm3 = xmask.expand_dims(0).expand_dims(2);
+            let xo3 = xoff.expand_dims(0).expand_dims(2);
+            let x_draft = load(x + (tok0 + ri) * (HEADS * DV) + xo3, (ri < n) & (ri < tp) & xm3);
+            let rpos = wrap(start + h - 1 - (ri - tp));
+            let x_ring = load(ring_x + rpos * (HEADS * DV) + xo3, (ri >= tp) & (ri < h + tp) & xm3);
+            let x_rec = select(ri < tp, x_draft, x_ring).cast::<f32>()
+                * on_rows3(rec3(select(is_draft.expand_dims(1), 1.0, w)));
+
+            // γ_{0:h+s} = exp(A (C + Σ_{s' ≤ s} dt'_{h+s'})) of every draft on the rows: [tp, rows].
+            let gam_all = exp2(a_h.expand_dims(0) * (c_all.expand_dims(0) + cumsum(dt_tp, 0)));
+            let gam_rows = gam_all.expand_dims(1).broadcast_to([tp, BV, hbc]).reshape([tp, rows]);
+            // Per record row, the decay sum from its record to draft s and its own dt' (1 for
+            // committed rows, whose w_j is in x_rec; 0 for drafts after s).
+            let ii = i.expand_dims(1);
+            let mut fsum = zeros::<f32>([nr, hbc]);
+            let mut fdt = select(ii >= tp as i32, 1.0, zeros::<f32>([nr, hbc]));
+            let mut pd = wrap(start + h); // ring position of draft s
+            for sc in 0..T {
+                let live = n > sc as i32;
+                let tok = tok0 + sc as i32;
+                let at_s = s.expand_dims(1) == sc as i32;
+                let dt_s = sum(select(at_s, dt_tp, 0.0), 0).expand_dims(0); // [1, hbc]
+                fsum = fsum + select((ii < sc as i32) | (ii >= tp as i32), dt_s, 0.0);
+                fdt = fdt + select(ii == sc as i32, dt_s, 0.0);
+                // The records' weights for draft s beyond those in x_rec: committed γ_{h:h+s},
+                // drafts s' ≤ s γ_{h+s'+1:h+s} dt'_{h+s'}.
+                let f_s = exp2(a_h.expand_dims(0) * fsum) * fdt;
+                let qrow = cmat + (tok * GROUPS + g) * DK;
+
+                // S_ckpt q_s for every row, reduced over the registers: [rows, rl].
+                let sq = sum(
+                    sum(st * load(qrow + koff, live).cast::<f32>(), 0).reshape([rows, rl, kl / rl]),
+                    2,
+                );
+                // k_i · q_s of every record (drafts and committed), [nr], and Σ_i f_i (k_i·q_s) x_i
+                // reduced over the registers: [rows, rl].
+                let kq = sum(sum(keys * load(qrow + koff2, live).cast::<f32>(), 0), 1);
+                let kq3 = kq.reshape([rl, rh]).trans().expand_dims(1); // [rh, 1, rl]
+                let y_rec = sum(x_rec * on_rows3(kq3 * rec3(f_s)), 0);
+                // One reduction over the lanes for both: γ_{0:h+s} S_ckpt q_s + Σ_i (…) x_i.
+                let gam = sum(select(s.expand_dims(1) == sc as i32, gam_rows, 0.0), 0);
+                let y_sum = sum(sq * gam.expand_dims(1) + y_rec, 1);
+
+                let xo = tok * (HEADS * DV) + xoff; // [rows]
+                let tmask = xmask & live;
+                let x_raw = load(x + xo, tmask);
+                let mut y = y_sum + d_rows * x_raw.cast::<f32>();
+                if HAS_Z {
+                    // y · silu(z) = y · z / (1 + e^-z)
+                    let zf = load(z + xo, tmask).cast::<f32>();
+                    y = y * zf / (1.0 + exp2(zf * -std::f32::consts::LOG2_E));
+                }
+                store(out + xo, y.cast::<bf16>(), tmask);
+                // Append the draft's x at ring position start + h + s (h unchanged).
+                store(ring_x + pd * (HEADS * DV) + xoff, x_raw, tmask);
+                pd = select(pd + 1 == cap as i32, 0, pd + 1);
+            }
+        };
+        if nch == 1 {
+            chunk(constant(0i32));
+        } else {
+            for c in range(0, nch as i32) {
+                chunk(c);
             }
         }
-        // The drafts' keys, once per group.
-        if (program_id(2) == 0) & (head0 % hpg == 0) {
-            let b_tok = load(
-                bmat + ((tok0 + s) * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
-                smask.expand_dims(1),
-            );
-            store(
-                ring_b + (pos_draft * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
-                b_tok,
-                smask.expand_dims(1),
-            );
+        // The drafts' keys, by one program per group.
+        let kk = arange(DK);
+        let bmask = ((s < n) & first & (head0 % hpg == 0)).expand_dims(1);
+        store(
+            ring_b + ((pos_d * GROUPS + g) * DK).expand_dims(1) + kk.expand_dims(0),
+            load(
+                bmat + ((tok0 + s) * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0),
+                bmask,
+            ),
+            bmask,
+        );
+
+        if flush {
+            // Fold the h committed records, head by head:
+            // S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ (w_j = γ_{j+1:h-1} dt'_j), written once.
+            let keys_f = load(
+                ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0),
+                committed.expand_dims(1),
+            )
+            .cast::<f32>();
+            let v = program_id(2) * BV + arange(BV);
+            let vmask = v < DV;
+            for hc in range(0, HB) {
+                let head = head0 + hc;
+                let a2 = load(a + head, true) * std::f32::consts::LOG2_E;
+                let dt_h = load(ring_dt + pos * HEADS + head, committed);
+                let w_h = exp2(a2 * cumsum_exclusive(dt_h, 0)) * dt_h;
+                let g_h = exp2(a2 * sum(dt_h, 0));
+                let x_h = load(
+                    ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
+                    committed.expand_dims(1) & vmask.expand_dims(0),
+                )
+                .cast::<f32>();
+                let sptr = ckpt
+                    + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK)
+                    + (v * DK).expand_dims(1)
+                    + kk.expand_dims(0);
+                let smask = vmask.expand_dims(1);
+                let upd = dot_acc((x_h * w_h.expand_dims(1)).trans(), keys_f, g_h * load(sptr, smask));
+                store(sptr, upd, smask);
+            }
         }
     }
 }
