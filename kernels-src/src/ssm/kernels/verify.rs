@@ -15,19 +15,34 @@ struct Geometry {
     mb: usize,
 }
 
-/// Bigger tiles hold more in registers: a chunk keeps its checkpoint tile (`rows·DK` f32), the
-/// group's keys (`nr·DK`) and the records' `x` (`nr·rows`) for all drafts, at most 128 values
-/// per thread (64 of them the checkpoint); larger `HB·BV` run as chunks of heads.
+/// A chunk keeps its checkpoint tile (`rows·DK` f32), the group's keys (`nr·DK`) and the records'
+/// `x` (`nr·rows`) in registers for all drafts: at most 160 values per thread (64 of them the
+/// checkpoint), else the program's `HB·BV` rows run as chunks of heads.
 fn geometry(hbp: usize, bv: usize, dk: usize, nr: usize, warps: usize) -> Geometry {
     let threads = 32 * warps;
     let mut hbc = hbp;
-    while hbc > 1 && (hbc * bv * dk > 64 * threads || hbc * bv * dk + nr * dk + nr * hbc * bv > 128 * threads) {
+    while hbc > 1 && (hbc * bv * dk > 64 * threads || hbc * bv * dk + nr * dk + nr * hbc * bv > 160 * threads) {
         hbc /= 2;
     }
     let row_bits = (hbc * bv).trailing_zeros() as usize;
     let thread_bits = 5 + warps.trailing_zeros() as usize;
     let mb = thread_bits.saturating_sub(row_bits).clamp(4, 5);
     Geometry { hbc, mb }
+}
+
+/// Columns of the checkpoint folded per `dot` by a flush (all the chunk's heads at once: operand A
+/// `(w_j x_j)ᵀ` is `[rows, nr]`, B the keys `[nr, kc]`, both staged in at most 48 KiB of shared
+/// memory); 0 when even 16 columns do not fit (the fold then goes head by head).
+fn fold_columns(rows: usize, nr: usize, dk: usize) -> usize {
+    let mut kc = dk;
+    while kc >= 16 && 4 * (rows * nr + nr * kc) > 48 * 1024 {
+        kc /= 2;
+    }
+    if kc >= 16 {
+        kc
+    } else {
+        0
+    }
 }
 
 /// Verifies `n_drafts` (`1 ≤ n_drafts ≤ T`) draft tokens per row without materialising any state:
@@ -39,9 +54,9 @@ fn geometry(hbp: usize, bv: usize, dk: usize, nr: usize, warps: usize) -> Geomet
 /// masked), so `HB` need not be a power of two. The group's keys and `Kᵀ Q` are shared by the
 /// heads.
 ///
-/// - **Records**: one record tile of `nr = (L + T).next_power_of_two()` rows, the drafts first
-///   (row `s` is draft `s`), then the `h` committed records newest first (row `T' + i` is
-///   record `h - 1 - i`, `T' = T.next_power_of_two()`). One gather of `dt'` per committed
+/// - **Records**: one record tile of `nr = record_rows(L + T')` rows (`T' = T.next_power_of_two()`),
+///   the drafts first (row `s` is draft `s`), then the `h` committed records newest first (row
+///   `T' + i` is record `h - 1 - i`). One gather of `dt'` per committed
 ///   record and head (`[nr, HBP]`); their weights `w_j = γ_{j+1:h-1} dt'_j` from an exclusive
 ///   running sum down the rows and `C = Σ_j dt'_j`; the drafts' `dt'` once (`[T', HBP]`).
 /// - **Numerics**: every decay is `exp2((A log2 e) · Σ dt')` over a plain running sum of the
@@ -64,11 +79,12 @@ fn geometry(hbp: usize, bv: usize, dk: usize, nr: usize, warps: usize) -> Geomet
 /// The drafts' records are appended at ring positions `(start + h + s) % (L+T)` (`h`
 /// unchanged; `dt'` by the programs with `vb = 0`, the keys by one program per group). If the
 /// row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]), the `h`
-/// committed records are then folded into the checkpoint in a branch of their own, head by head
-/// (`S_ckpt ← γ_{0:h-1} S_ckpt + Σ_{j<h} w_j x_j k_jᵀ`, one `dot` per head, written once); the
-/// outputs use the checkpoint as it was. [`super::commit::mamba2_commit`] (with
-/// `after_verify = 1`) then moves `start` past the folded records and sets `h` to the accepted
-/// count. Padding rows (slot 0) do nothing.
+/// committed records are then folded into the checkpoint, after the outputs (which use it as it
+/// was) and in a branch of their own: `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_{j<h} w_j x_j k_jᵀ`, written
+/// once, as one `dot` for all the heads of the tile (`(w_j x_j)ᵀ` `[rows, nr]` times the keys,
+/// by column blocks that fit 48 KiB of shared memory; head by head when even that does not fit).
+/// [`super::commit::mamba2_commit`] (with `after_verify = 1`) then moves `start` past the folded
+/// records and sets `h` to the accepted count. Padding rows (slot 0) do nothing.
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it), so `h + n ≤ L + T` records fit the tile.
 #[kernel]
@@ -160,12 +176,13 @@ pub fn mamba2_verify(
         // The group's keys of the records, [kh2, nr, kl2] (element k = kh2_i · kl2 + kl2_i).
         let koff2 = (arange(kh2).expand_dims(1) * kl2 + arange(kl2).expand_dims(0)).expand_dims(1);
         let i3 = i.expand_dims(0).expand_dims(2);
-        let k_draft = load(bmat + ((tok0 + i3) * GROUPS + g) * DK + koff2, (i3 < n) & (i3 < tp));
-        let k_ring = load(
+        let k_draft = load(bmat + ((tok0 + i3) * GROUPS + g) * DK + koff2, i3 < n);
+        let keys = load_or(
             ring_b + (pos * GROUPS + g).expand_dims(0).expand_dims(2) * DK + koff2,
             committed.expand_dims(0).expand_dims(2),
-        );
-        let keys = select(i3 < tp, k_draft, k_ring).cast::<f32>();
+            k_draft,
+        )
+        .cast::<f32>();
         // The checkpoint tile's element offsets, [kh, 1, kl] (element k = kh_i · kl + kl_i).
         let koff = (arange(kh).expand_dims(1) * kl + arange(kl).expand_dims(0)).expand_dims(1);
 
@@ -173,14 +190,23 @@ pub fn mamba2_verify(
         let chunk = |c: Tile<i32>| {
             let hc0 = head0 + c * hbc;
             let hh = arange(hbc);
-            let hmask = hh + c * hbc < HB;
+            // Head lanes past HB and value rows past DV are masked (statically all-true masks when
+            // HB is a power of two and BV divides DV, which the compiler then drops).
+            let hmask = if HB == hbp {
+                full([hbc], true)
+            } else {
+                hh + c * hbc < HB
+            };
             let heads = hc0 + hh;
-            // Per tile row: its head and value row (computed, not reshaped, so that the address
-            // analysis sees contiguous, aligned rows of the checkpoint).
-            let r = arange(rows);
-            let r_head = hc0 + r % hbc;
-            let r_v = program_id(2) * BV + r / hbc;
-            let xmask = (r % hbc + c * hbc < HB) & (r_v < DV);
+            // Per tile row: its head and value row.
+            let r_hb = arange(hbc).expand_dims(0).broadcast_to([BV, hbc]).reshape([rows]);
+            let r_head = hc0 + r_hb;
+            let r_v = program_id(2) * BV + arange(BV).expand_dims(1).broadcast_to([BV, hbc]).reshape([rows]);
+            let xmask = if HB == hbp && DV % BV == 0 {
+                full([rows], true)
+            } else {
+                (r_hb + c * hbc < HB) & (r_v < DV)
+            };
             let xoff = r_head * DV + r_v; // offset of x, z, y in a token's [HEADS, DV]
             let d_rows = load(d + r_head, xmask);
 
@@ -223,10 +249,14 @@ pub fn mamba2_verify(
             let ri = (arange(rl).expand_dims(0) * rh + arange(rh).expand_dims(1)).expand_dims(1); // [rh, 1, rl]
             let xm3 = xmask.expand_dims(0).expand_dims(2);
             let xo3 = xoff.expand_dims(0).expand_dims(2);
-            let x_draft = load(x + (tok0 + ri) * (HEADS * DV) + xo3, (ri < n) & (ri < tp) & xm3);
+            let x_draft = load(x + (tok0 + ri) * (HEADS * DV) + xo3, (ri < n) & xm3);
             let rpos = wrap(start + h - 1 - (ri - tp));
-            let x_ring = load(ring_x + rpos * (HEADS * DV) + xo3, (ri >= tp) & (ri < h + tp) & xm3);
-            let x_rec = select(ri < tp, x_draft, x_ring).cast::<f32>()
+            let x_rec = load_or(
+                ring_x + rpos * (HEADS * DV) + xo3,
+                (ri >= tp) & (ri < h + tp) & xm3,
+                x_draft,
+            )
+            .cast::<f32>()
                 * on_rows3(rec3(select(is_draft.expand_dims(1), 1.0, w)));
 
             // γ_{0:h+s} = exp(A (C + Σ_{s' ≤ s} dt'_{h+s'})) of every draft on the rows: [tp, rows].
@@ -250,19 +280,22 @@ pub fn mamba2_verify(
                 let f_s = exp2(a_h.expand_dims(0) * fsum) * fdt;
                 let qrow = cmat + (tok * GROUPS + g) * DK;
 
-                // S_ckpt q_s for every row, reduced over the registers: [rows, rl].
-                let sq = sum(
-                    sum(st * load(qrow + koff, live).cast::<f32>(), 0).reshape([rows, rl, kl / rl]),
-                    2,
-                );
-                // k_i · q_s of every record (drafts and committed), [nr], and Σ_i f_i (k_i·q_s) x_i
-                // reduced over the registers: [rows, rl].
+                // S_ckpt q_s for every row, reduced over the registers of kh.
+                let sq = sum(st * load(qrow + koff, live).cast::<f32>(), 0); // [rows, kl]
+                                                                             // k_i · q_s of every record (drafts and committed), [nr], and Σ_i f_i (k_i·q_s) x_i
+                                                                             // reduced over the registers: [rows, rl].
                 let kq = sum(sum(keys * load(qrow + koff2, live).cast::<f32>(), 0), 1);
                 let kq3 = kq.reshape([rl, rh]).trans().expand_dims(1); // [rh, 1, rl]
                 let y_rec = sum(x_rec * on_rows3(kq3 * rec3(f_s)), 0);
                 // One reduction over the lanes for both: γ_{0:h+s} S_ckpt q_s + Σ_i (…) x_i.
                 let gam = sum(select(s.expand_dims(1) == sc as i32, gam_rows, 0.0), 0);
-                let y_sum = sum(sq * gam.expand_dims(1) + y_rec, 1);
+                let y_sum = if kl % rl == 0 {
+                    // kl = (kl/rl registers) · (rl lanes), the records' lanes: reduce the registers,
+                    // then both over the lanes at once.
+                    sum(sum(sq.reshape([rows, rl, kl / rl]), 2) * gam.expand_dims(1) + y_rec, 1)
+                } else {
+                    sum(sq, 1) * gam + sum(y_rec, 1)
+                };
 
                 let xo = tok * (HEADS * DV) + xoff; // [rows]
                 let tmask = xmask & live;
@@ -277,6 +310,63 @@ pub fn mamba2_verify(
                 // Append the draft's x at ring position start + h + s (h unchanged).
                 store(ring_x + pd * (HEADS * DV) + xoff, x_raw, tmask);
                 pd = select(pd + 1 == cap as i32, 0, pd + 1);
+            }
+
+            if flush {
+                // Fold the h committed records into the chunk's checkpoint rows, written once:
+                // S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ (the outputs above used it as it was).
+                let g_rows = exp2(a_h * c_all).expand_dims(0).broadcast_to([BV, hbc]).reshape([rows]);
+                let kc = fold_columns(rows, nr, DK);
+                let smask = xmask.expand_dims(1);
+                if kc > 0 {
+                    // All heads in one dot per kc columns: A = (w_j x_j)ᵀ [rows, nr], B = k [nr, kc].
+                    let x_f = load(
+                        ring_x + (pos * (HEADS * DV)).expand_dims(0) + xoff.expand_dims(1),
+                        smask & committed.expand_dims(0),
+                    )
+                    .cast::<f32>();
+                    let w_rows = w.trans().expand_dims(0).broadcast_to([BV, hbc, nr]).reshape([rows, nr]);
+                    let a_t = x_f * w_rows;
+                    for c2 in 0..DK / kc {
+                        let kcol = arange(kc) + (c2 * kc) as i32;
+                        let sptr = srow.expand_dims(1) + kcol.expand_dims(0); // [rows, kc]
+                        let k_f = load(
+                            ring_b + ((pos * GROUPS + g) * DK).expand_dims(1) + kcol.expand_dims(0),
+                            committed.expand_dims(1),
+                        )
+                        .cast::<f32>();
+                        let upd = dot_acc(a_t, k_f, g_rows.expand_dims(1) * load(sptr, smask));
+                        store(sptr, upd, smask);
+                    }
+                } else {
+                    // Head by head: A = (w_j x_j)ᵀ [BV, nr], B = k [nr, DK].
+                    let kk = arange(DK);
+                    let k_f = load(
+                        ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0),
+                        committed.expand_dims(1),
+                    )
+                    .cast::<f32>();
+                    let v = program_id(2) * BV + arange(BV);
+                    let vmask = v < DV;
+                    for hc in range(0, hbc as i32) {
+                        let head = hc0 + hc;
+                        let col = (hh == hc).expand_dims(0);
+                        let w_h = sum(select(col, w, 0.0), 1);
+                        let g_h = exp2(sum(select(hh == hc, a_h * c_all, 0.0), 0));
+                        let x_h = load(
+                            ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
+                            committed.expand_dims(1) & vmask.expand_dims(0) & (head < head0 + HB),
+                        )
+                        .cast::<f32>();
+                        let sptr = ckpt
+                            + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK)
+                            + (v * DK).expand_dims(1)
+                            + kk.expand_dims(0);
+                        let hmask2 = vmask.expand_dims(1) & (head < head0 + HB);
+                        let upd = dot_acc((x_h * w_h.expand_dims(1)).trans(), k_f, g_h * load(sptr, hmask2));
+                        store(sptr, upd, hmask2);
+                    }
+                }
             }
         };
         if nch == 1 {
@@ -297,36 +387,5 @@ pub fn mamba2_verify(
             ),
             bmask,
         );
-
-        if flush {
-            // Fold the h committed records, head by head:
-            // S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ (w_j = γ_{j+1:h-1} dt'_j), written once.
-            let keys_f = load(
-                ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0),
-                committed.expand_dims(1),
-            )
-            .cast::<f32>();
-            let v = program_id(2) * BV + arange(BV);
-            let vmask = v < DV;
-            for hc in range(0, HB) {
-                let head = head0 + hc;
-                let a2 = load(a + head, true) * std::f32::consts::LOG2_E;
-                let dt_h = load(ring_dt + pos * HEADS + head, committed);
-                let w_h = exp2(a2 * cumsum_exclusive(dt_h, 0)) * dt_h;
-                let g_h = exp2(a2 * sum(dt_h, 0));
-                let x_h = load(
-                    ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                    committed.expand_dims(1) & vmask.expand_dims(0),
-                )
-                .cast::<f32>();
-                let sptr = ckpt
-                    + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK)
-                    + (v * DK).expand_dims(1)
-                    + kk.expand_dims(0);
-                let smask = vmask.expand_dims(1);
-                let upd = dot_acc((x_h * w_h.expand_dims(1)).trans(), keys_f, g_h * load(sptr, smask));
-                store(sptr, upd, smask);
-            }
-        }
     }
 }
