@@ -29,6 +29,8 @@ build() { # package, test targets...
 
 build replay-dsl prop_elementwise prop_reduce gpu_special
 build replay-runtime gpu
+build replay-kernels ssm_gpu
+build replay ssm_state
 
 ls -l "$out" >&2
 total=$(du -sm "$out" | cut -f1)

@@ -81,7 +81,10 @@ pub fn ptxas() -> &'static PathBuf {
 pub fn assemble(name: &str, target: Target, ptx: &str) -> Result<(), String> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("prop_ptxas");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let file = dir.join(format!("{name}_{}_{}.ptx", target.arch(), std::process::id()));
+    // Unique per call: tests of one binary assemble kernels of the same name in parallel.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = dir.join(format!("{name}_{}_{}_{call}.ptx", target.arch(), std::process::id()));
     std::fs::write(&file, ptx).map_err(|e| e.to_string())?;
     let cubin = file.with_extension("cubin");
     let out = Command::new(ptxas())

@@ -120,8 +120,13 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
 }
 
 /// Occupancy hints searched (`min_blocks`): ptxas caps the registers to fit that many programs
-/// per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`].
-const MIN_BLOCKS: [i64; 4] = [1, 2, 3, 4];
+/// per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`]. Two values
+/// keep a tuning run of both models and five batches within minutes (each point is a module
+/// load and a timing).
+const MIN_BLOCKS: [i64; 2] = [1, 2];
+
+/// Warps searched for the conventional kernel.
+const CONVENTIONAL_WARPS: [i64; 2] = [4, 8];
 
 /// Drafts accepted on average per verification of `drafts` drafts (¾ of them, at least 1): what
 /// the speculative plan is tuned for and what `bench-ssm` commits.
@@ -173,7 +178,7 @@ pub fn tune_conventional(
         gated,
     )
     .axis("BV", bv_values(shape))
-    .axis("num_warps", [2, 4, 8])
+    .axis("num_warps", CONVENTIONAL_WARPS)
     .axis("min_blocks", MIN_BLOCKS)
     .register_limit();
     let (heads, dv) = (shape.heads as u32, shape.dv);
@@ -188,7 +193,7 @@ pub fn tune_conventional(
     for (n, v) in shape_sizes(shape, batch, gated) {
         problem = problem.size(n, v);
     }
-    let points = bv_values(shape).len() * 3 * MIN_BLOCKS.len();
+    let points = bv_values(shape).len() * CONVENTIONAL_WARPS.len() * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
     Ok((tiles_of(&t.config), t.source, points))
 }

@@ -71,6 +71,9 @@ pub struct Assignment<'k> {
     /// Small loads made real again because their users want them in several layouts.
     no_remat: HashSet<Value>,
     visited: HashSet<(Value, LayoutId)>,
+    /// Reductions whose result (through elementwise ops) is expanded back along the reduced
+    /// axis: they keep the replicated [`Layout::slice`] that broadcasts without a conversion.
+    broadcast_back: HashSet<Value>,
     scalar: LayoutId,
 }
 
@@ -112,6 +115,7 @@ impl<'k> Assignment<'k> {
             adopted: HashSet::new(),
             no_remat: HashSet::new(),
             visited: HashSet::new(),
+            broadcast_back: HashSet::new(),
             scalar,
         };
         crate::ir::walk_insts(&kernel.body, &mut |inst: &'k Inst| {
@@ -122,6 +126,7 @@ impl<'k> Assignment<'k> {
                 a.used[o.0 as usize] = true;
             }
         });
+        a.find_broadcast_back();
         for round in 0.. {
             a.natural.iter_mut().for_each(|x| *x = None);
             a.emit.iter_mut().for_each(Vec::clear);
@@ -135,6 +140,32 @@ impl<'k> Assignment<'k> {
             }
         }
         a
+    }
+
+    /// Fills `broadcast_back`: for every `expand_dims(x, axis)`, the reductions along `axis`
+    /// that `x` is computed from by elementwise ops.
+    fn find_broadcast_back(&mut self) {
+        let mut found = HashSet::new();
+        crate::ir::walk_insts(&self.kernel.body, &mut |inst: &'k Inst| {
+            let Op::ExpandDims(x, axis) = inst.op else { return };
+            let mut stack = vec![x];
+            let mut seen = HashSet::new();
+            while let Some(v) = stack.pop() {
+                if !seen.insert(v) {
+                    continue;
+                }
+                match self.defs[v.0 as usize].map(|d| &d.op) {
+                    Some(Op::Reduce { axis: a, .. }) if *a == axis => {
+                        found.insert(v);
+                    }
+                    Some(op @ (Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..))) => {
+                        stack.extend(op.operands());
+                    }
+                    _ => {}
+                }
+            }
+        });
+        self.broadcast_back = found;
     }
 
     /// The scalar layout.
@@ -418,17 +449,25 @@ impl<'k> Assignment<'k> {
                 }
                 Op::Reduce { value, axis, .. } => {
                     let r0 = r.unwrap();
-                    let l = match (self.natural(*value), self.red_pref.get(&r0).copied()) {
-                        (Some(l), _) => l,
+                    // A result whose layout a consumer asked for is the plain slice of the
+                    // lifted input, as is one broadcast back along the axis; otherwise the
+                    // reduction scatters its result over the lanes.
+                    let (l, scatter) = match (self.natural(*value), self.red_pref.get(&r0).copied()) {
+                        (Some(l), _) => (l, !self.broadcast_back.contains(&r0)),
                         (None, Some(o)) => {
                             let ty = self.ty(*value);
                             let lifted = self.lift(o, *axis, &ty.shape, dtype_bytes(ty.dtype));
-                            self.table.intern(lifted)
+                            (self.table.intern(lifted), false)
                         }
-                        (None, None) => self.default_layout(self.ty(*value)),
+                        (None, None) => (self.default_layout(self.ty(*value)), !self.broadcast_back.contains(&r0)),
                     };
                     self.red_in.insert(r0, l);
-                    let out = self.table.get(l).slice(*axis);
+                    let input = self.table.get(l);
+                    let out = if scatter {
+                        input.scatter_slice(*axis)
+                    } else {
+                        input.slice(*axis)
+                    };
                     let out = self.table.intern(out);
                     self.set_real(r.unwrap(), out);
                 }

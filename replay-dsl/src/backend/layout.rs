@@ -344,6 +344,24 @@ impl Layout {
         })
     }
 
+    /// The layout of a reduction along `axis` that scatters its result over the lanes that
+    /// held `axis`: [`Layout::slice`] with its highest register bits moved, one per lane bit of
+    /// `axis` (lowest lane bit first), into those lanes. The reduction then halves its
+    /// registers at every such lane bit (one shuffle per pair) instead of reducing every
+    /// register across every lane, and the result is replicated on fewer lanes.
+    pub fn scatter_slice(&self, axis: usize) -> Layout {
+        let mut out = self.slice(axis);
+        for (i, b) in self.lanes.iter().enumerate() {
+            if b.is_some_and(|b| b.dim as usize == axis) {
+                match out.regs.pop() {
+                    Some(r) => out.lanes[i] = Some(r),
+                    None => break,
+                }
+            }
+        }
+        out
+    }
+
     /// The layout after inserting a size-1 dimension at `axis` (`expand_dims`).
     pub fn insert_dim(&self, axis: usize) -> Layout {
         let mut shape = self.shape.clone();

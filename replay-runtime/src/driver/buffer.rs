@@ -189,6 +189,32 @@ impl RawBuffer {
         }
     }
 
+    /// At most about `max` of the buffer's values as `f64`: all of them when the buffer holds
+    /// no more than `max`, else 64 evenly spaced runs of `max / 64` consecutive elements (the
+    /// tuner's correctness check of gigabyte-sized buffers reads only these).
+    pub fn read_f64_sample(&self, stream: &Stream, max: usize) -> Result<Vec<f64>> {
+        const RUNS: usize = 64;
+        let run = max / RUNS;
+        let ptr = match &self.storage {
+            Storage::Cuda { ptr } if self.len > max && run > 0 => *ptr,
+            _ => return self.read_f64(stream),
+        };
+        stream.same_device(&self.device, "buffer")?;
+        let size = self.elem.bytes();
+        let mut bytes = vec![0u8; RUNS * run * size];
+        let s = stream_handle(stream)?;
+        self.device.bind()?;
+        for (k, chunk) in bytes.chunks_mut(run * size).enumerate() {
+            let first = k * (self.len - run) / (RUNS - 1);
+            // SAFETY: `first + run ≤ len`, so the range lies inside the allocation; the
+            // stream is synchronised before `bytes` is read.
+            unsafe { result::memcpy_dtoh_async(chunk, ptr + (first * size) as u64, s) }
+                .map_err(|e| RuntimeError::driver("cuMemcpyDtoHAsync", e))?;
+        }
+        stream.synchronize()?;
+        Ok(decode_f64(self.elem, &bytes))
+    }
+
     /// Copies all of `src` (same element type and length) into `self`, ordered on `stream`.
     pub fn copy_from(&self, stream: &Stream, src: &RawBuffer) -> Result<()> {
         stream.same_device(&self.device, "buffer")?;

@@ -40,6 +40,13 @@ impl Emitter<'_> {
             Elem::Bool => emit!(self, "mov.pred {d}, {}", (i != 0) as u8),
             Elem::I32 | Elem::U32 => emit!(self, "mov.b32 {d}, 0x{:08X}", i as u32),
             Elem::I64 => emit!(self, "mov.b64 {d}, 0x{:016X}", i as u64),
+            _ => {}
+        }
+        if let Const::Int(i) = c {
+            self.note_constant(e, d, i);
+        }
+        match e {
+            Elem::Bool | Elem::I32 | Elem::U32 | Elem::I64 => {}
             Elem::F32 => emit!(self, "mov.f32 {d}, {}", f32_imm(f as f32)),
             Elem::F16 => emit!(self, "mov.b16 {d}, 0x{:04X}", half::f16::from_f64(f).to_bits()),
             Elem::BF16 => emit!(self, "mov.b16 {d}, 0x{:04X}", half::bf16::from_f64(f).to_bits()),
@@ -90,6 +97,7 @@ impl Emitter<'_> {
             .map(|o| self.operand(o, l))
             .collect::<Result<_, _>>()?;
         let n = self.asg.layout(l).num_regs();
+        self.new_op_bases();
         let out_ty = self.ty(r).dtype;
         let in_ty = self.ty(inst.op.operands()[0]).dtype;
         let mut out = Vec::with_capacity(n);
@@ -188,9 +196,15 @@ impl Emitter<'_> {
         }
         let (t, bt) = (int_type(e), bit_type(e));
         match op {
-            BinaryOp::Add => emit!(self, "add.{t} {d}, {a}, {b}"),
-            BinaryOp::Sub => emit!(self, "sub.{t} {d}, {a}, {b}"),
-            BinaryOp::Mul => emit!(self, "mul.lo.{t} {d}, {a}, {b}"),
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
+                let name = match op {
+                    BinaryOp::Add => "add",
+                    BinaryOp::Sub => "sub",
+                    _ => "mul.lo",
+                };
+                emit!(self, "{name}.{t} {d}, {a}, {b}");
+                self.note_binary(op, e, a, b, d);
+            }
             BinaryOp::Div => emit!(self, "div.{t} {d}, {a}, {b}"),
             BinaryOp::Rem => emit!(self, "rem.{t} {d}, {a}, {b}"),
             BinaryOp::Min => emit!(self, "min.{t} {d}, {a}, {b}"),
@@ -266,6 +280,7 @@ impl Emitter<'_> {
             Elem::U32 => emit!(self, "mad.wide.u32 {d}, {o}, {s}, {p}"),
             _ => emit!(self, "mad.wide.s32 {d}, {o}, {s}, {p}"),
         }
+        self.note_addptr(s, off, p, o, d);
         d
     }
 }

@@ -110,13 +110,13 @@ impl Emitter<'_> {
             };
             let names: Vec<String> = dst.iter().map(Reg::to_string).collect();
             if v == 1 {
-                emit!(self, "{guard}ld.global.{t} {}, [{}]", names[0], ptrs[g]);
+                emit!(self, "{guard}ld.global.{t} {}, [{}]", names[0], self.address(ptrs[g]));
             } else if s >= 4 {
                 emit!(
                     self,
                     "{guard}ld.global.v{v}.{t} {{{}}}, [{}]",
                     names.join(", "),
-                    ptrs[g]
+                    self.address(ptrs[g])
                 );
             } else {
                 let words = self.regs_n(Class::B32, v / 2);
@@ -127,14 +127,14 @@ impl Emitter<'_> {
                 }
                 let wn: Vec<String> = words.iter().map(Reg::to_string).collect();
                 if words.len() == 1 {
-                    emit!(self, "{guard}ld.global.b32 {}, [{}]", wn[0], ptrs[g]);
+                    emit!(self, "{guard}ld.global.b32 {}, [{}]", wn[0], self.address(ptrs[g]));
                 } else {
                     emit!(
                         self,
                         "{guard}ld.global.v{}.b32 {{{}}}, [{}]",
                         words.len(),
                         wn.join(", "),
-                        ptrs[g]
+                        self.address(ptrs[g])
                     );
                 }
                 for (w, pair) in words.iter().zip(dst.chunks(2)) {
@@ -164,12 +164,12 @@ impl Emitter<'_> {
             let guard = self.guard(masks.as_ref().map(|m| m[g]), owner);
             let names: Vec<String> = vals[g..g + v].iter().map(|r| self.mem_reg(*r).to_string()).collect();
             if v == 1 {
-                emit!(self, "{guard}st.global.{t} [{}], {}", ptrs[g], names[0]);
+                emit!(self, "{guard}st.global.{t} [{}], {}", self.address(ptrs[g]), names[0]);
             } else if s >= 4 {
                 emit!(
                     self,
                     "{guard}st.global.v{v}.{t} [{}], {{{}}}",
-                    ptrs[g],
+                    self.address(ptrs[g]),
                     names.join(", ")
                 );
             } else {
@@ -179,13 +179,13 @@ impl Emitter<'_> {
                 }
                 let wn: Vec<String> = words.iter().map(Reg::to_string).collect();
                 if words.len() == 1 {
-                    emit!(self, "{guard}st.global.b32 [{}], {}", ptrs[g], wn[0]);
+                    emit!(self, "{guard}st.global.b32 [{}], {}", self.address(ptrs[g]), wn[0]);
                 } else {
                     emit!(
                         self,
                         "{guard}st.global.v{}.b32 [{}], {{{}}}",
                         words.len(),
-                        ptrs[g],
+                        self.address(ptrs[g]),
                         wn.join(", ")
                     );
                 }
@@ -239,11 +239,16 @@ impl Emitter<'_> {
                 Some(c) => emit!(
                     self,
                     "{guard}atom.global.{op} {d}, [{}], {}, {}",
-                    ptrs[i],
+                    self.address(ptrs[i]),
                     c[i],
                     vals[i]
                 ),
-                None => emit!(self, "{guard}atom.global.{op} {d}, [{}], {}", ptrs[i], vals[i]),
+                None => emit!(
+                    self,
+                    "{guard}atom.global.{op} {d}, [{}], {}",
+                    self.address(ptrs[i]),
+                    vals[i]
+                ),
             }
             out.push(d);
         }

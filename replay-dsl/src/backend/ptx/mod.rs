@@ -16,6 +16,7 @@ macro_rules! emit {
     }};
 }
 
+mod affine;
 mod cast;
 mod control;
 mod convert;
@@ -61,6 +62,10 @@ pub struct Emitter<'k> {
     labels: u32,
     version: (u32, u32),
     yield_to: Vec<Vec<(LayoutId, Vec<Reg>)>>,
+    /// `reg = base + offset` facts of integer and pointer registers (see `affine`).
+    offsets: HashMap<Reg, affine::Affine>,
+    /// Base registers derived in the current op (see `affine`).
+    bases: HashMap<affine::BaseKey, Reg>,
 }
 
 /// The result of emitting a kernel.
@@ -95,6 +100,8 @@ pub fn emit_kernel<'k>(
         labels: 0,
         version: target.min_ptx_version(),
         yield_to: Vec::new(),
+        offsets: HashMap::new(),
+        bases: HashMap::new(),
     };
     e.block(&kernel.body)?;
     if e.smem.bytes() > super::smem::LIMIT {

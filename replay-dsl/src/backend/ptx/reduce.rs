@@ -101,21 +101,43 @@ impl Emitter<'_> {
         let layout = self.asg.layout(lin).clone();
         // 1. Registers.
         let map = layout.reg_map_dropping(&[axis]);
-        let nout = self.asg.layout(lout).num_regs();
-        let mut groups: Vec<Vec<Reg>> = vec![Vec::new(); nout];
+        let mut groups: Vec<Vec<Reg>> = vec![Vec::new(); layout.slice(axis).num_regs()];
         for (i, x) in input.into_iter().enumerate() {
             groups[map[i]].push(x);
         }
         let mut out: Vec<Reg> = groups.into_iter().map(|g| self.tree(&inst, g)).collect();
-        // 2. Lanes.
+        // 2. Lanes. Where the result layout moved a register bit into lane bit `i` (the top
+        // register bit left), lane bit `i` = 0 keeps the lower half of the registers and
+        // receives its partner's lower half, lane bit `i` = 1 the upper half: each lane
+        // combines its own value with its partner's, as the butterfly does, on half the
+        // registers. Elsewhere every register is reduced across the lane bit (butterfly).
+        let lo = self.asg.layout(lout).clone();
         for (i, b) in layout.lanes.iter().enumerate() {
-            if b.is_some_and(|b| b.dim as usize == axis) {
+            if !b.is_some_and(|b| b.dim as usize == axis) {
+                continue;
+            }
+            if lo.lanes[i].is_some() && out.len() > 1 {
+                let half = out.len() / 2;
+                let bit = self.gather(&[(i as u32, 0)]).expect("a lane bit");
+                let upper = self.reg(Class::Pred);
+                emit!(self, "setp.ne.u32 {upper}, {bit}, 0");
+                let mut next = Vec::with_capacity(half);
+                for j in 0..half {
+                    let (x0, x1) = (out[j], out[j + half]);
+                    let send = self.select(x0.class, upper, x0, x1);
+                    let keep = self.select(x0.class, upper, x1, x0);
+                    let t = self.shuffle("bfly", send, 1 << i, 0x1f);
+                    next.push(self.combine(&inst, keep, t));
+                }
+                out = next;
+            } else {
                 for o in out.iter_mut() {
                     let t = self.shuffle("bfly", *o, 1 << i, 0x1f);
                     *o = self.combine(&inst, *o, t);
                 }
             }
         }
+        debug_assert_eq!(out.len(), lo.num_regs());
         // 3. Warps, through shared memory: slot (output element, warp index along the axis).
         let wpos: Vec<u32> = (0..layout.warps.len())
             .filter(|&j| layout.warps[j].is_some_and(|b| b.dim as usize == axis))
@@ -138,7 +160,6 @@ impl Emitter<'_> {
             let wi = self.gather(&widx).expect("warp bits");
             let waddr = self.reg(Class::B32);
             emit!(self, "add.s32 {waddr}, {base}, {wi}");
-            let lo = self.asg.layout(lout).clone();
             let t = super::convert::mem_type(dtype);
             for (o, x) in out.iter().enumerate() {
                 emit!(self, "st.shared.{t} [{waddr}+{}], {x}", lo.reg_flat(o) * nw * s);

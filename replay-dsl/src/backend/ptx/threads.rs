@@ -144,11 +144,13 @@ impl Emitter<'_> {
                     (Some(t), c) => {
                         let d = self.reg(Class::B32);
                         emit!(self, "add.s32 {d}, {t}, {c}");
+                        self.note_offset(d, t, c as i64);
                         d
                     }
                     (None, c) => {
                         let d = self.reg(Class::B32);
                         emit!(self, "mov.b32 {d}, {c}");
+                        self.note_constant(crate::types::Elem::I32, d, c as i64);
                         d
                     }
                 }
