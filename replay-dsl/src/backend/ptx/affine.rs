@@ -131,12 +131,9 @@ impl Emitter<'_> {
                 if !fits(k) {
                     return;
                 }
-                let base = match v.base {
-                    None => None,
-                    Some(p) => {
-                        Some(self.derived(BaseKey::Mul(p, k), class, |s, r| emit!(s, "mul.lo.{t} {r}, {p}, {k}")))
-                    }
-                };
+                let base = v
+                    .base
+                    .map(|p| self.derived(BaseKey::Mul(p, k), class, |s, r| emit!(s, "mul.lo.{t} {r}, {p}, {k}")));
                 (base, v.offset * k)
             }
             _ => return,
