@@ -24,6 +24,10 @@ fn geometry(hbp: usize, bv: usize, dk: usize, nr: usize, warps: usize) -> Geomet
     while hbc > 1 && (hbc * bv * dk > 64 * threads || hbc * bv * dk + nr * dk + nr * hbc * bv > 160 * threads) {
         hbc /= 2;
     }
+    // A chunked program also carries the loop over its chunks: smaller chunks.
+    if hbc < hbp && hbc > 1 {
+        hbc /= 2;
+    }
     let row_bits = (hbc * bv).trailing_zeros() as usize;
     let thread_bits = 5 + warps.trailing_zeros() as usize;
     let mb = thread_bits.saturating_sub(row_bits).clamp(4, 5);
@@ -302,9 +306,10 @@ pub fn mamba2_verify(
                 let x_raw = load(x + xo, tmask);
                 let mut y = y_sum + d_rows * x_raw.cast::<f32>();
                 if HAS_Z {
-                    // y · silu(z) = y · z / (1 + e^-z)
+                    // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
                     let zf = load(z + xo, tmask).cast::<f32>();
-                    y = y * zf / (1.0 + exp2(zf * -std::f32::consts::LOG2_E));
+                    let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
+                    y = y * zf * (r * r);
                 }
                 store(out + xo, y.cast::<bf16>(), tmask);
                 // Append the draft's x at ring position start + h + s (h unchanged).
