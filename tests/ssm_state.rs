@@ -497,11 +497,12 @@ fn replay_graphs_hold_an_even_number_of_steps() {
 
 /// The replay tuning problems on the interpreter (with `REPLAY_TUNE=force` semantics and a
 /// private cache): the step's tile problem gives every pointer a buffer and every scalar a
-/// value (the second counter buffer and the next launch's drafts included), and the window
-/// scheme runs whole windows (two for an odd `L`).
+/// value (the second counter buffer and the next launch's drafts included), the window
+/// scheme runs whole windows (two for an odd `L`) and the speculative window scheme runs
+/// verification cycles.
 #[test]
 fn replay_tuning_problems_run_on_the_interpreter() {
-    use replay::ssm::tuning::{tune_replay_tiles, tune_window, window_run_steps};
+    use replay::ssm::tuning::{tune_replay_tiles, tune_verify_window, tune_window, window_run_steps};
     use replay_runtime::tune::{Autotuner, BenchSettings, TuneCache, TuneMode, TuneSource};
     // BV ≥ 16 is searched: a shape with dv = 16.
     const TUNE: ModelShape = ModelShape {
@@ -534,6 +535,16 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     assert_eq!(source, TuneSource::Tuned);
     assert!([3, 4].contains(&l));
     assert_eq!((window_run_steps(3), window_run_steps(4)), (6, 4));
+    // The speculative plan's window: verification cycles of 2 drafts (1 accepted) at L = 3 or 4.
+    let plan = ReplayPlan {
+        window: 3,
+        max_drafts: 2,
+        step: tiles,
+        verify: tiles,
+    };
+    let (l, source) = tune_verify_window(&mut tuner, TUNE, &p, 2, true, plan, 1, &[3, 4]).unwrap();
+    assert_eq!(source, TuneSource::Tuned);
+    assert!([3, 4].contains(&l));
     let _ = std::fs::remove_dir_all(dir);
 }
 

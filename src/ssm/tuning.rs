@@ -4,8 +4,10 @@
 //! replay window `L` from the amortised time of a whole window — `L − 1` non-flush steps and
 //! one flush, one launch each, captured as one CUDA graph (two windows when `L` is odd: a
 //! replay graph holds an even number of steps) and timed as one unit by the scheme API — over
-//! candidates pruned around the traffic model's `L* = sqrt(2 ā (M_S/r − T))`. Everything is
-//! cached like every other tuning result (`REPLAY_TUNE=off|cached|force`).
+//! candidates pruned around the traffic model's `L* = sqrt(2 ā (M_S/r − T))`. The speculative
+//! plan's window is tuned the same way on the time per verification cycle (verify + commit,
+//! flushes included) around its own `L*`. Everything is cached like every other tuning result
+//! (`REPLAY_TUNE=off|cached|force`).
 
 use super::state::{ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles};
 use replay_dsl::KernelDef;
@@ -390,6 +392,120 @@ impl WindowRunner {
     }
 }
 
+/// Verification cycles (verify `T` drafts, then commit) per timed run of a [`VerifyRunner`]:
+/// enough for the flushes of the longest candidate window to recur within one run.
+pub const VERIFY_CYCLES: usize = 16;
+
+/// A replay state with every row live and ready to verify `T` drafts, its token buffers and
+/// (on a GPU) a graph of [`VERIFY_CYCLES`] verification cycles (`verify` + `commit` with the
+/// accepted counts in device memory): successive runs continue the rows' windows, flushes
+/// included, as speculative decoding runs them.
+pub struct VerifyRunner {
+    state: Mamba2ReplayState,
+    io: StepIo,
+    drafts: usize,
+    graph: Option<Graph>,
+}
+
+impl VerifyRunner {
+    /// Builds the state for `plan` (`plan.max_drafts` drafts per verification, `accepted` of
+    /// them accepted each time), fills every row and captures the cycles on a GPU.
+    pub fn new(
+        stream: &Stream,
+        shape: ModelShape,
+        params: &Mamba2Params,
+        batch: usize,
+        gated: bool,
+        plan: ReplayPlan,
+        accepted: usize,
+    ) -> Result<VerifyRunner> {
+        let drafts = plan.max_drafts;
+        let mut state = Mamba2ReplayState::new(stream, shape, params, batch, batch + 1, gated, plan)?;
+        state.fill(stream, Next::Verify(drafts))?;
+        state.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
+        let mut io = StepIo::new(stream, shape, batch, drafts, gated)?;
+        io.randomize(stream, 0x7e5 ^ batch as u64)?;
+        state.prepare_verify(&io, drafts)?;
+        let mut runner = VerifyRunner {
+            state,
+            io,
+            drafts,
+            graph: None,
+        };
+        if stream.device().backend() == Backend::Cuda {
+            let g = stream.capture(|s| runner.cycles(s))?;
+            g.upload()?;
+            runner.graph = Some(g);
+        }
+        Ok(runner)
+    }
+
+    fn cycles(&self, stream: &Stream) -> Result<()> {
+        for _ in 0..VERIFY_CYCLES {
+            self.state.verify(stream, &self.io, self.drafts)?;
+            self.state.commit(stream, Next::Verify(self.drafts))?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues [`VERIFY_CYCLES`] verification cycles.
+    pub fn run(&self, stream: &Stream) -> Result<()> {
+        match &self.graph {
+            Some(g) => g.launch(),
+            None => self.cycles(stream),
+        }
+    }
+}
+
+/// The window `L` of the speculative plan among `candidates`: the least time per verification
+/// cycle (verify + commit, flushes included) with `tiles`, `drafts` drafts and `accepted`
+/// accepted per cycle.
+#[allow(clippy::too_many_arguments)]
+pub fn tune_verify_window(
+    tuner: &mut Autotuner,
+    shape: ModelShape,
+    params: &Mamba2Params,
+    batch: usize,
+    gated: bool,
+    plan: ReplayPlan,
+    accepted: usize,
+    candidates: &[usize],
+) -> Result<(usize, TuneSource)> {
+    let source = format!(
+        "{}{}{}",
+        mamba2_verify::Kernel::SOURCE,
+        mamba2_commit::Kernel::SOURCE,
+        super::admit::mamba2_admit::Kernel::SOURCE
+    );
+    let mut current: Option<(usize, VerifyRunner)> = None;
+    let mut scheme = Scheme::new("mamba2_verify_window", &source, move |v, s: &Stream, _i| {
+        let l = *v.get("L").expect("candidate L") as usize;
+        if current.as_ref().map(|c| c.0) != Some(l) {
+            current = None; // free the previous candidate's buffers first
+            let plan = ReplayPlan { window: l, ..plan };
+            current = Some((l, VerifyRunner::new(s, shape, params, batch, gated, plan, accepted)?));
+        }
+        current.as_ref().expect("built").1.run(s)
+    })
+    .units(|_| VERIFY_CYCLES as f64);
+    for &l in candidates {
+        scheme = scheme.candidate([("L", l as i64)]);
+    }
+    for (n, v) in shape_sizes(&shape, batch, gated) {
+        scheme = scheme.size(n, v);
+    }
+    let t = plan.verify;
+    scheme = scheme
+        .size("T", plan.max_drafts as i64)
+        .size("accepted", accepted as i64)
+        .size("BV", t.bv as i64)
+        .size("HB", t.hb as i64)
+        .size("num_warps", t.num_warps as i64)
+        .size("min_blocks", t.min_blocks as i64);
+    let t = tuner.tune_scheme(scheme)?;
+    Ok((*t.config.get("L").expect("L") as usize, t.source))
+}
+
 /// The window `L` among `candidates` with the least amortised time per step of a whole window
 /// (each candidate's window — two when `L` is odd — captured as one graph, timed as one unit,
 /// divided by its steps).
@@ -502,6 +618,19 @@ pub fn plans(
                 verify.verify = t;
                 verify.step = replay.step;
                 note("verify tiles", t.show(), s, n);
+                let (l, s) = tune_verify_window(tuner, shape, params, batch, gated, verify, accepted, &cands_v)?;
+                note(
+                    "verify window L",
+                    format!("{l} (L* = {l_star_v:.1}; {cands_v:?})"),
+                    s,
+                    cands_v.len(),
+                );
+                if l != verify.window {
+                    verify.window = l;
+                    let (t, s, n) = tune_verify_tiles(tuner, &shape, batch, gated, l, verify_drafts, accepted)?;
+                    verify.verify = t;
+                    note("verify tiles at the chosen L", t.show(), s, n);
+                }
             }
         }
     }
