@@ -24,10 +24,6 @@ fn geometry(hbp: usize, bv: usize, dk: usize, nr: usize, warps: usize) -> Geomet
     while hbc > 1 && (hbc * bv * dk > 64 * threads || hbc * bv * dk + nr * dk + nr * hbc * bv > 160 * threads) {
         hbc /= 2;
     }
-    // A chunked program also carries the loop over its chunks: smaller chunks.
-    if hbc < hbp && hbc > 1 {
-        hbc /= 2;
-    }
     let row_bits = (hbc * bv).trailing_zeros() as usize;
     let thread_bits = 5 + warps.trailing_zeros() as usize;
     let mb = thread_bits.saturating_sub(row_bits).clamp(4, 5);
@@ -133,28 +129,51 @@ pub fn mamba2_verify(
     let geo = geometry(hbp, BV, DK, nr, num_warps() as usize);
     let hbc = geo.hbc;
     let nch = hbp / hbc;
-    let rows = hbc * BV; // tile rows r = v · hbc + head (the head fastest)
+    let rows = hbc * BV;
     let kl = (4usize << geo.mb).min(DK); // checkpoint (f32): k = kh_i · kl + kl_i, 4 in registers
     let kh = DK / kl;
     let kl2 = (8usize << geo.mb).min(DK); // keys (bf16): k = kh2_i · kl2 + kl2_i, 8 in registers
     let kh2 = DK / kl2;
     let rl = (1usize << geo.mb).min(nr); // records: row i = rl_i · rh + rh_i, rl_i in lanes
     let rh = nr / rl;
+    // Value rows: v = vh_i · vl + vl_i, vl_i in registers (the records' x are loaded as vectors of
+    // vl values), as many as leave vh·hbc rows for the other lanes and the warps and for at least
+    // one register bit (so that the records' tile keeps the plain bit order of the checkpoint's
+    // rows: lanes, then warps, then registers). Tile row r = (vl_i · vh + vh_i) · hbc + head (the head
+    // fastest: a thread's rows are of one head).
+    let wide = rows >> (6 - geo.mb + num_warps().trailing_zeros() as usize);
+    let vl = wide.clamp(1, 8).min(BV);
+    let vh = BV / vl;
+    let rows1 = rows / vl; // rows of one register: (vh_i, head)
 
     let row = program_id(0);
     let head0 = program_id(1) * HB;
     let g = head0 / hpg;
     let first = program_id(2) == 0;
     let n = n_drafts;
-    // [X, hbc, Y] → [X, rows, Y]: a per-head value on every row of its head.
-    let on_rows3 = |t: Tile<f32>| {
-        let sh = t.shape();
-        t.reshape([sh[0], 1, hbc * sh[2]])
-            .broadcast_to([sh[0], BV, hbc * sh[2]])
-            .reshape([sh[0], rows, sh[2]])
+    // [X, hbc] → [X, rows]: a per-head value on every tile row of its head.
+    let on_rows = |t: Tile<f32>| {
+        let x0 = t.shape()[0];
+        t.expand_dims(1).broadcast_to([x0, BV, hbc]).reshape([x0, rows])
     };
     // [nr, hbc] (record row i = rl_i · rh + rh_i) → [rh, hbc, rl].
     let rec3 = |t: Tile<f32>| t.reshape([rl, rh * hbc]).trans().reshape([rh, hbc, rl]);
+    // [rh, hbc, rl] → [rh · rows1, rl, 1], the records' tile (rh_i, vh_i, head) × rl_i × vl_i.
+    let on_rec = |t: Tile<f32>| {
+        t.reshape([rh, 1, hbc * rl])
+            .broadcast_to([rh, vh, hbc * rl])
+            .reshape([rh * rows1, rl])
+            .expand_dims(2)
+    };
+    // An index tile over (a, vh, hbc) (`pick` chooses which of them) as [a · vh · hbc].
+    let idx3 = |a: usize, pick: usize| {
+        let t = match pick {
+            0 => arange(a).expand_dims(1).expand_dims(2),
+            1 => arange(vh).expand_dims(0).expand_dims(2),
+            _ => arange(hbc).expand_dims(0).expand_dims(0),
+        };
+        t.broadcast_to([a, vh, hbc]).reshape([a * vh * hbc])
+    };
     let slot = load(slot_idx + row, true);
     if slot != 0 {
         let mrow = meta + slot * 4;
@@ -202,10 +221,10 @@ pub fn mamba2_verify(
                 hh + c * hbc < HB
             };
             let heads = hc0 + hh;
-            // Per tile row: its head and value row.
-            let r_hb = arange(hbc).expand_dims(0).broadcast_to([BV, hbc]).reshape([rows]);
+            // Per tile row r = (vl_i · vh + vh_i) · hbc + head: its head and value row.
+            let r_hb = idx3(vl, 2);
             let r_head = hc0 + r_hb;
-            let r_v = program_id(2) * BV + arange(BV).expand_dims(1).broadcast_to([BV, hbc]).reshape([rows]);
+            let r_v = program_id(2) * BV + idx3(vl, 1) * vl + idx3(vl, 0);
             let xmask = if HB == hbp && DV % BV == 0 {
                 full([rows], true)
             } else {
@@ -248,11 +267,19 @@ pub fn mamba2_verify(
                 srow.expand_dims(0).expand_dims(2) + koff,
                 xmask.expand_dims(0).expand_dims(2),
             );
-            // The records' x, [rh, rows, rl] (record row i = rl_i · rh + rh_i); the committed
-            // records carry their weight w_j, the drafts' weights depend on the draft.
-            let ri = (arange(rl).expand_dims(0) * rh + arange(rh).expand_dims(1)).expand_dims(1); // [rh, 1, rl]
-            let xm3 = xmask.expand_dims(0).expand_dims(2);
-            let xo3 = xoff.expand_dims(0).expand_dims(2);
+            // The records' x, [rh · rows1, rl, vl]: (rh_i, vh_i, head) × rl_i × vl_i, record row
+            // i = rl_i · rh + rh_i, value row vh_i · vl + vl_i (vl contiguous values per load);
+            // the committed records carry their weight w_j, the drafts' depends on the draft.
+            let e_hb = idx3(rh, 2).expand_dims(1).expand_dims(2);
+            let e_v = (program_id(2) * BV + idx3(rh, 1) * vl).expand_dims(1).expand_dims(2)
+                + arange(vl).expand_dims(0).expand_dims(0);
+            let ri = arange(rl).expand_dims(0).expand_dims(2) * rh + idx3(rh, 0).expand_dims(1).expand_dims(2);
+            let xm3 = if HB == hbp && DV % BV == 0 {
+                full([rh * rows1, 1, vl], true)
+            } else {
+                (e_hb + c * hbc < HB) & (e_v < DV)
+            };
+            let xo3 = (hc0 + e_hb) * DV + e_v;
             let x_draft = load(x + (tok0 + ri) * (HEADS * DV) + xo3, (ri < n) & xm3);
             let rpos = wrap(start + h - 1 - (ri - tp));
             let x_rec = load_or(
@@ -261,11 +288,11 @@ pub fn mamba2_verify(
                 x_draft,
             )
             .cast::<f32>()
-                * on_rows3(rec3(select(is_draft.expand_dims(1), 1.0, w)));
+                * on_rec(rec3(select(is_draft.expand_dims(1), 1.0, w)));
 
             // γ_{0:h+s} = exp(A (C + Σ_{s' ≤ s} dt'_{h+s'})) of every draft on the rows: [tp, rows].
             let gam_all = exp2(a_h.expand_dims(0) * (c_all.expand_dims(0) + cumsum(dt_tp, 0)));
-            let gam_rows = gam_all.expand_dims(1).broadcast_to([tp, BV, hbc]).reshape([tp, rows]);
+            let gam_rows = on_rows(gam_all);
             // Per record row, the decay sum from its record to draft s and its own dt' (1 for
             // committed rows, whose w_j is in x_rec; 0 for drafts after s).
             let ii = i.expand_dims(1);
@@ -285,12 +312,15 @@ pub fn mamba2_verify(
                 let qrow = cmat + (tok * GROUPS + g) * DK;
 
                 // S_ckpt q_s for every row, reduced over the registers of kh.
-                let sq = sum(st * load(qrow + koff, live).cast::<f32>(), 0); // [rows, kl]
-                                                                             // k_i · q_s of every record (drafts and committed), [nr], and Σ_i f_i (k_i·q_s) x_i
-                                                                             // reduced over the registers: [rows, rl].
+                let sq = sum(st * load(qrow + koff, live).cast::<f32>(), 0);
+                // k_i · q_s of every record (drafts and committed), [nr], and Σ_i f_i (k_i·q_s) x_i
+                // reduced over the registers: [rows, rl].
                 let kq = sum(sum(keys * load(qrow + koff2, live).cast::<f32>(), 0), 1);
                 let kq3 = kq.reshape([rl, rh]).trans().expand_dims(1); // [rh, 1, rl]
-                let y_rec = sum(x_rec * on_rows3(kq3 * rec3(f_s)), 0);
+                let y_rec = sum((x_rec * on_rec(kq3 * rec3(f_s))).reshape([rh, rows1 * rl * vl]), 0)
+                    .reshape([rows1 * rl, vl])
+                    .trans()
+                    .reshape([rows, rl]);
                 // One reduction over the lanes for both: γ_{0:h+s} S_ckpt q_s + Σ_i (…) x_i.
                 let gam = sum(select(s.expand_dims(1) == sc as i32, gam_rows, 0.0), 0);
                 let y_sum = if kl % rl == 0 {
@@ -320,7 +350,7 @@ pub fn mamba2_verify(
             if flush {
                 // Fold the h committed records into the chunk's checkpoint rows, written once:
                 // S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ (the outputs above used it as it was).
-                let g_rows = exp2(a_h * c_all).expand_dims(0).broadcast_to([BV, hbc]).reshape([rows]);
+                let g_rows = on_rows(exp2(a_h * c_all).expand_dims(0)).reshape([rows]);
                 let kc = fold_columns(rows, nr, DK);
                 let smask = xmask.expand_dims(1);
                 if kc > 0 {
@@ -330,7 +360,7 @@ pub fn mamba2_verify(
                         smask & committed.expand_dims(0),
                     )
                     .cast::<f32>();
-                    let w_rows = w.trans().expand_dims(0).broadcast_to([BV, hbc, nr]).reshape([rows, nr]);
+                    let w_rows = on_rows(w).trans();
                     let a_t = x_f * w_rows;
                     for c2 in 0..DK / kc {
                         let kcol = arange(kc) + (c2 * kc) as i32;
