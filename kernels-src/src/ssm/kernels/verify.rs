@@ -64,15 +64,18 @@ fn fold_columns(rows: usize, nr: usize, dk: usize) -> usize {
 ///   and per draft `s` one running sum per record row (committed: `Σ_{s' ≤ s} dt'_{h+s'}`, on
 ///   top of the `w_j` folded into the records' `x`; draft `s' ≤ s`: `Σ_{s'' = s'+1..s}`),
 ///   advanced draft by draft. No ratios or differences of prefix sums.
-/// - **Loads first**: the checkpoint tile of the heads (`[HBP·BV, DK]`, read once for all drafts),
-///   the records' `x` (`[nr, HBP·BV]`, times `w_j`), the group's keys of the records and the
-///   drafts' `dt'` are all loaded before the first reduction. The tiles are shaped
-///   `[DK/kl, rows, kl]` / `[nr/rl, rows, rl]` so that the rows (value row · `HBP` + head) lie
-///   in lanes and warps, and the reduced axes in registers and a few lanes.
-/// - **Then a static loop over the `T` drafts**, registers and in-warp shuffles only, except one
-///   layout conversion of `Kᵀ q_s`: `S_ckpt q_s` and `Σ_i f_i (k_i·q_s) x_i` (every head and
-///   row, reduced over the registers, then together over the lanes), `+ D x`, the gate, the
-///   draft's outputs and its record `x` appended to the ring.
+/// - **Loads first**: the group's keys of the records, the checkpoint tile of the heads
+///   (`[HBP·BV, DK]`, read once for all drafts), the records' `x` (`[nr, HBP·BV]` as vectors of
+///   `vl` consecutive values, times `w_j`) and the drafts' `dt'` are all loaded before the first
+///   reduction. The tiles are shaped `[DK/kl, rows, kl]`, `[nr/rl · rows/vl, rl, vl]` so that the
+///   tile rows (head fastest, then value row; `vl` value rows in registers) lie in lanes, warps
+///   and registers in the same places, and the reduced axes in registers and 16 lanes.
+/// - **`Kᵀ q_s` for every draft** (reduced over the keys' registers and lanes), each converted
+///   once to the records' layout: the kernel's barriers are there, and the keys die after it.
+/// - **Then a static loop over the `T` drafts**, registers and in-warp shuffles only:
+///   `S_ckpt q_s` and `Σ_i f_i (k_i·q_s) x_i` (every head and row, reduced over the registers,
+///   then together over the lanes), `+ D x`, the gate, the draft's outputs and its record `x`
+///   appended to the ring. A draft past `n` reads the inputs of draft `n - 1` and writes nothing.
 /// - A program whose tiles would not fit in registers (see `geometry`) runs the above for
 ///   chunks of its heads in turn.
 ///
@@ -206,6 +209,18 @@ pub fn mamba2_verify(
             k_draft,
         )
         .cast::<f32>();
+        // k_i · q_s of every record (drafts and committed) for every draft, first: [rh, 1, rl]
+        // each, in the records' layout (the conversions' barriers all here, the keys dead after).
+        // A draft's inputs are read at token min(s, n - 1) (in bounds; drafts past n are not
+        // written).
+        let tok_of = |sc: usize| tok0 + minimum(n - 1, constant(sc as i32));
+        let kq3s: Vec<Tile<f32>> = (0..T)
+            .map(|sc| {
+                let qrow = cmat + (tok_of(sc) * GROUPS + g) * DK;
+                let kq = sum(sum(keys * load(qrow + koff2, true).cast::<f32>(), 0), 1);
+                kq.reshape([rl, rh]).trans().expand_dims(1)
+            })
+            .collect();
         // The checkpoint tile's element offsets, [kh, 1, kl] (element k = kh_i · kl + kl_i).
         let koff = (arange(kh).expand_dims(1) * kl + arange(kl).expand_dims(0)).expand_dims(1);
 
@@ -301,7 +316,7 @@ pub fn mamba2_verify(
             let mut pd = wrap(start + h); // ring position of draft s
             for sc in 0..T {
                 let live = n > sc as i32;
-                let tok = tok0 + sc as i32;
+                let tok = tok_of(sc);
                 let at_s = s.expand_dims(1) == sc as i32;
                 let dt_s = sum(select(at_s, dt_tp, 0.0), 0).expand_dims(0); // [1, hbc]
                 fsum = fsum + select((ii < sc as i32) | (ii >= tp as i32), dt_s, 0.0);
@@ -312,12 +327,9 @@ pub fn mamba2_verify(
                 let qrow = cmat + (tok * GROUPS + g) * DK;
 
                 // S_ckpt q_s for every row, reduced over the registers of kh.
-                let sq = sum(st * load(qrow + koff, live).cast::<f32>(), 0);
-                // k_i · q_s of every record (drafts and committed), [nr], and Σ_i f_i (k_i·q_s) x_i
-                // reduced over the registers: [rows, rl].
-                let kq = sum(sum(keys * load(qrow + koff2, live).cast::<f32>(), 0), 1);
-                let kq3 = kq.reshape([rl, rh]).trans().expand_dims(1); // [rh, 1, rl]
-                let y_rec = sum((x_rec * on_rec(kq3 * rec3(f_s))).reshape([rh, rows1 * rl * vl]), 0)
+                let sq = sum(st * load(qrow + koff, true).cast::<f32>(), 0);
+                // Σ_i f_i (k_i·q_s) x_i reduced over the registers: [rows, rl].
+                let y_rec = sum((x_rec * on_rec(kq3s[sc] * rec3(f_s))).reshape([rh, rows1 * rl * vl]), 0)
                     .reshape([rows1 * rl, vl])
                     .trans()
                     .reshape([rows, rl]);
@@ -333,11 +345,11 @@ pub fn mamba2_verify(
 
                 let xo = tok * (HEADS * DV) + xoff; // [rows]
                 let tmask = xmask & live;
-                let x_raw = load(x + xo, tmask);
+                let x_raw = load(x + xo, xmask);
                 let mut y = y_sum + d_rows * x_raw.cast::<f32>();
                 if HAS_Z {
                     // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
-                    let zf = load(z + xo, tmask).cast::<f32>();
+                    let zf = load(z + xo, xmask).cast::<f32>();
                     let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
                     y = y * zf * (r * r);
                 }
