@@ -18,8 +18,7 @@ use replay_dsl::prelude::*;
 /// - Records are held newest-first: tile row `i` is record `j = h − i`, so the decay sums
 ///   `Σ_{l=j+1..h} dt'_l` are exclusive prefix sums down the rows.
 /// - **Non-flush** rows (`meta[slot][2] == 0`): the `HB` heads are one `[HB, BV, DK]` tile of
-///   `S_ckpt`, issued right after the slot is known (before the counters are read), so every
-///   load of the step is in flight before the first reduction; `y` is
+///   `S_ckpt`, so every load of the step is in flight before the first reduction; `y` is
 ///   written and this step's record appended at ring position `(start + h) % (L+T)`; the
 ///   checkpoint is neither materialised nor written.
 /// - **Flush** rows, head by head: `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ`
@@ -84,22 +83,13 @@ pub fn mamba2_replay_step(
     let v = program_id(2) * BV + arange(BV);
     let vmask = v < DV;
     let kk = arange(DK);
-    let xmask = hmask.expand_dims(1) & vmask.expand_dims(0);
     let slot = load(slot_idx + row, true);
     if slot != 0 {
-        let slot64 = slot.cast::<i64>();
-        // The checkpoint tile of the HB heads, [HB, BV, DK], issued first: it needs only the
-        // slot, so its loads are in flight while the counters and the records arrive (flush
-        // rows do not use it; they re-read it head by head from L2).
-        let ckpt_h = ckpt + slot64 * (HEADS * DV * DK) + heads * (DV * DK);
-        let sptr = ckpt_h.expand_dims(1).expand_dims(2)
-            + (v * DK).expand_dims(0).expand_dims(2)
-            + kk.expand_dims(0).expand_dims(0);
-        let s = load(sptr, xmask.expand_dims(2));
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
         let flush = load(mrow + 2, true) != 0;
+        let slot64 = slot.cast::<i64>();
         let ring_dt = rec_dt + slot64 * (cap * HEADS);
         let ring_x = rec_x + slot64 * (cap * HEADS * DV);
         let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
@@ -136,6 +126,7 @@ pub fn mamba2_replay_step(
 
         // This step's x of the HB heads, [HB, BV].
         let xoff = ((row * HEADS + heads) * DV).expand_dims(1) + v.expand_dims(0);
+        let xmask = hmask.expand_dims(1) & vmask.expand_dims(0);
         let x_cur_raw = load(x + xoff, xmask);
         let x_cur = x_cur_raw.cast::<f32>();
         let d_h = load(d + heads, hmask).expand_dims(1);
@@ -146,10 +137,15 @@ pub fn mamba2_replay_step(
                 y
             }
         };
+        let ckpt_h = ckpt + slot64 * (HEADS * DV * DK) + heads * (DV * DK);
 
         if !flush {
             // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x, for all HB heads at once: every
             // load of the step is issued before the first reduction.
+            let sptr = ckpt_h.expand_dims(1).expand_dims(2)
+                + (v * DK).expand_dims(0).expand_dims(2)
+                + kk.expand_dims(0).expand_dims(0);
+            let s = load(sptr, xmask.expand_dims(2));
             let x_ring = load(
                 ring_x
                     + (pos * (HEADS * DV)).expand_dims(1).expand_dims(2)
