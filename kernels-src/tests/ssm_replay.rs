@@ -17,6 +17,16 @@ use replay_runtime::ArgValue;
 use ssm_util::*;
 
 /// A shape whose `dv` is not a power of two (masked value blocks), 2 heads per group.
+/// `dk` of two flush column blocks (`FC` = 32 key columns each).
+const WIDE_KEYS: ModelShape = ModelShape {
+    name: "wide-keys",
+    dv: 8,
+    dk: 64,
+    heads: 4,
+    groups: 2,
+    ..CPU_TEST
+};
+
 const ODD: ModelShape = ModelShape {
     name: "odd",
     dv: 6,
@@ -235,5 +245,17 @@ fn window_4_masked_value_blocks() {
         bv: 4,
         hb: 2,
         seed: 5,
+    });
+}
+
+#[test]
+fn window_4_flush_in_several_key_blocks() {
+    run(Case {
+        shape: WIDE_KEYS,
+        l: 4,
+        gated: true,
+        bv: 8,
+        hb: 2,
+        seed: 6,
     });
 }

@@ -4,6 +4,9 @@ use super::commit::advance_counters;
 use super::record_rows;
 use replay_dsl::prelude::*;
 
+/// Key columns per block when a flush folds the window into the checkpoint.
+pub const FC: usize = 32;
+
 /// One standard decode step of the replay form for every row of the batch.
 ///
 /// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (all in one group `g`) and
@@ -21,8 +24,10 @@ use replay_dsl::prelude::*;
 ///   `S_ckpt`, so every load of the step is in flight before the first reduction; `y` is
 ///   written and this step's record appended at ring position `(start + h) % (L+T)`; the
 ///   checkpoint is neither materialised nor written.
-/// - **Flush** rows, head by head: `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ`
-///   (one `dot` over the records), written once, and `y = S_ckpt q + D x` from it; this step's
+/// - **Flush** rows, head by head and [`FC`] key columns at a time:
+///   `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ` (one `dot` over the records
+///   per column block, so the branch needs fewer registers than the non-flush one), written
+///   once, and `y = S_ckpt q + D x` from it; this step's
 ///   record is not stored (the window is empty afterwards).
 /// - **Counters**: every program reads `meta`, none writes it; program `(row, 0, 0)` writes
 ///   the row's advanced counters to `meta_out[slot]` (`(start, h + 1, flag, ·)`, or `h = 0`
@@ -173,9 +178,12 @@ pub fn mamba2_replay_step(
                 }
             }
         } else {
-            // Fold the window into the checkpoint head by head:
-            // S_ckpt ← γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once; y = S_ckpt q + D x.
-            let keys = keys.cast::<f32>();
+            // Fold the window into the checkpoint head by head, FC key columns at a time:
+            // S_ckpt ← γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once; y = S_ckpt q + D x. Only an
+            // [BV, FC] block of the state is live, so this branch needs fewer registers than
+            // the non-flush one (ptxas allocates for the larger of the two).
+            let fc = DK.min(FC);
+            let ccols = arange(fc);
             for hc in range(0, HB) {
                 let head = head0 + hc;
                 let col = (hh == hc).expand_dims(0);
@@ -187,14 +195,25 @@ pub fn mamba2_replay_step(
                     in_ring.expand_dims(1) & vmask.expand_dims(0),
                 );
                 let xs = select(current, x_h.expand_dims(0), x_ring.cast::<f32>());
-                let sptr = ckpt
-                    + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK)
-                    + (v * DK).expand_dims(1)
-                    + kk.expand_dims(0);
+                let wx = (xs * w_h.expand_dims(1)).trans();
+                let srow = ckpt + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK) + (v * DK).expand_dims(1);
                 let smask = vmask.expand_dims(1);
-                let s = dot_acc((xs * w_h.expand_dims(1)).trans(), keys, g_h * load(sptr, smask));
-                store(sptr, s, smask);
-                let mut y = sum(s * qf.expand_dims(0), 1) + load(d + head, true) * x_h;
+                let mut sq = zeros::<f32>([BV]);
+                for c in range(0, DK / fc) {
+                    let kc = c * fc + ccols;
+                    let k_ring = load(
+                        ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kc.expand_dims(0),
+                        in_ring.expand_dims(1),
+                    );
+                    let k_now = load(bmat + (row * GROUPS + g) * DK + kc, true);
+                    let k_c = select(current, k_now.expand_dims(0), k_ring).cast::<f32>();
+                    let q_c = load(cmat + (row * GROUPS + g) * DK + kc, true).cast::<f32>();
+                    let sptr = srow + kc.expand_dims(0);
+                    let upd = dot_acc(wx, k_c, g_h * load(sptr, smask));
+                    store(sptr, upd, smask);
+                    sq = sq + sum(upd * q_c.expand_dims(0), 1);
+                }
+                let mut y = sq + load(d + head, true) * x_h;
                 if HAS_Z {
                     y = y * silu(load(z + (row * HEADS + head) * DV + v, vmask).cast::<f32>());
                 }
