@@ -884,3 +884,27 @@ fn row_reduction_scatters_over_lanes() {
         assert!(!c.ptx.contains("bar.sync"));
     }
 }
+
+/// A row sum of f32 products accumulates them with `fma` inside each thread (the products'
+/// `mul`s are dropped by ptxas).
+#[test]
+fn sum_of_products_uses_fma() {
+    let k = trace(
+        "dotrows",
+        vec![ptr("s", Elem::F32), ptr("q", Elem::F32), ptr("out", Elem::F32)],
+        vec![],
+        4,
+        |a| {
+            let (v, kk) = (arange(16), arange(128));
+            let s = load(typed::<f32>(a[0]) + (v * 128).expand_dims(1) + kk.expand_dims(0), true);
+            let q = load(typed::<f32>(a[1]) + kk, true);
+            store(typed::<f32>(a[2]) + v, sum(s * q.expand_dims(0), 1), true);
+        },
+    )
+    .unwrap();
+    for c in check(&k) {
+        // 16 elements per thread, 4 consecutive columns of 4 rows: per row one product and
+        // 3 fused multiply-adds.
+        assert_eq!(c.ptx.matches("fma.rn.f32").count(), 4 * 3, "{}", c.ptx);
+    }
+}

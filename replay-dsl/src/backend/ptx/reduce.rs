@@ -6,7 +6,7 @@ use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
 use crate::backend::layout::LANE_BITS;
 use crate::error::CompileError;
-use crate::ir::{ReduceKind, Value};
+use crate::ir::{BinaryOp, Op, ReduceKind, Value};
 use crate::types::{DType, Elem};
 
 /// The combining instruction of `kind` on accumulators of `e` (floats accumulate in f32).
@@ -99,13 +99,33 @@ impl Emitter<'_> {
             .map(|x| if e.is_float() { self.widen_f32(e, x) } else { x })
             .collect();
         let layout = self.asg.layout(lin).clone();
-        // 1. Registers.
+        // 1. Registers. A sum of f32 products whose factors are at hand in this layout
+        // accumulates them with `fma` (the products' own `mul`s are left to ptxas to drop).
+        let factors = match (kind, e, self.asg.def(value).map(|d| &d.op)) {
+            (ReduceKind::Sum, Elem::F32, Some(Op::Binary(BinaryOp::Mul, a, b))) => {
+                match (self.operand(*a, lin), self.operand(*b, lin)) {
+                    (Ok(x), Ok(y)) if x.len() == input.len() && y.len() == input.len() => Some((x, y)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
         let map = layout.reg_map_dropping(&[axis]);
-        let mut groups: Vec<Vec<Reg>> = vec![Vec::new(); layout.slice(axis).num_regs()];
-        for (i, x) in input.into_iter().enumerate() {
-            groups[map[i]].push(x);
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); layout.slice(axis).num_regs()];
+        for (i, &o) in map.iter().enumerate() {
+            groups[o].push(i);
         }
-        let mut out: Vec<Reg> = groups.into_iter().map(|g| self.tree(&inst, g)).collect();
+        let mut out: Vec<Reg> = Vec::with_capacity(groups.len());
+        for g in groups {
+            out.push(match &factors {
+                Some((x, y)) => g[1..].iter().fold(input[g[0]], |acc, &i| {
+                    let d = self.reg(Class::F32);
+                    emit!(self, "fma.rn.f32 {d}, {}, {}, {acc}", x[i], y[i]);
+                    d
+                }),
+                None => self.tree(&inst, g.iter().map(|&i| input[i]).collect()),
+            });
+        }
         // 2. Lanes. Where the result layout moved a register bit into lane bit `i` (the top
         // register bit left), lane bit `i` = 0 keeps the lower half of the registers and
         // receives its partner's lower half, lane bit `i` = 1 the upper half: each lane
