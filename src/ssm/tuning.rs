@@ -457,6 +457,47 @@ impl VerifyRunner {
     }
 }
 
+/// Tunes a window `L` over `candidates`: each candidate gets a runner from `build` (the
+/// previous candidate's is dropped first, freeing its buffers), timed by `run`, `units(L)`
+/// steps per run. `sizes` key the cache; `tiles` are added to them.
+#[allow(clippy::too_many_arguments)]
+fn tune_window_scheme<R>(
+    tuner: &mut Autotuner,
+    name: &str,
+    source: &str,
+    candidates: &[usize],
+    sizes: Vec<(&str, i64)>,
+    tiles: Tiles,
+    units: impl Fn(usize) -> f64,
+    mut build: impl FnMut(&Stream, usize) -> Result<R>,
+    run: impl Fn(&R, &Stream) -> Result<()>,
+) -> Result<(usize, TuneSource)> {
+    let window = |v: &replay_runtime::tune::Values| *v.get("L").expect("candidate L") as usize;
+    let mut current: Option<(usize, R)> = None;
+    let mut scheme = Scheme::new(name, source, move |v, s: &Stream, _i| {
+        let l = window(v);
+        if current.as_ref().map(|c| c.0) != Some(l) {
+            current = None;
+            current = Some((l, build(s, l)?));
+        }
+        run(&current.as_ref().expect("built").1, s)
+    })
+    .units(move |v| units(window(v)));
+    for &l in candidates {
+        scheme = scheme.candidate([("L", l as i64)]);
+    }
+    for (n, v) in sizes {
+        scheme = scheme.size(n, v);
+    }
+    scheme = scheme
+        .size("BV", tiles.bv as i64)
+        .size("HB", tiles.hb as i64)
+        .size("num_warps", tiles.num_warps as i64)
+        .size("min_blocks", tiles.min_blocks as i64);
+    let t = tuner.tune_scheme(scheme)?;
+    Ok((window(&t.config), t.source))
+}
+
 /// The window `L` of the speculative plan among `candidates`: the least time per verification
 /// cycle (verify + commit, flushes included) with `tiles`, `drafts` drafts and `accepted`
 /// accepted per cycle.
@@ -477,33 +518,29 @@ pub fn tune_verify_window(
         mamba2_commit::Kernel::SOURCE,
         super::admit::mamba2_admit::Kernel::SOURCE
     );
-    let mut current: Option<(usize, VerifyRunner)> = None;
-    let mut scheme = Scheme::new("mamba2_verify_window", &source, move |v, s: &Stream, _i| {
-        let l = *v.get("L").expect("candidate L") as usize;
-        if current.as_ref().map(|c| c.0) != Some(l) {
-            current = None; // free the previous candidate's buffers first
-            let plan = ReplayPlan { window: l, ..plan };
-            current = Some((l, VerifyRunner::new(s, shape, params, batch, gated, plan, accepted)?));
-        }
-        current.as_ref().expect("built").1.run(s)
-    })
-    .units(|_| VERIFY_CYCLES as f64);
-    for &l in candidates {
-        scheme = scheme.candidate([("L", l as i64)]);
-    }
-    for (n, v) in shape_sizes(&shape, batch, gated) {
-        scheme = scheme.size(n, v);
-    }
-    let t = plan.verify;
-    scheme = scheme
-        .size("T", plan.max_drafts as i64)
-        .size("accepted", accepted as i64)
-        .size("BV", t.bv as i64)
-        .size("HB", t.hb as i64)
-        .size("num_warps", t.num_warps as i64)
-        .size("min_blocks", t.min_blocks as i64);
-    let t = tuner.tune_scheme(scheme)?;
-    Ok((*t.config.get("L").expect("L") as usize, t.source))
+    let mut sizes = shape_sizes(&shape, batch, gated);
+    sizes.extend([("T", plan.max_drafts as i64), ("accepted", accepted as i64)]);
+    tune_window_scheme(
+        tuner,
+        "mamba2_verify_window",
+        &source,
+        candidates,
+        sizes,
+        plan.verify,
+        |_| VERIFY_CYCLES as f64,
+        |s, l| {
+            VerifyRunner::new(
+                s,
+                shape,
+                params,
+                batch,
+                gated,
+                ReplayPlan { window: l, ..plan },
+                accepted,
+            )
+        },
+        VerifyRunner::run,
+    )
 }
 
 /// The window `L` among `candidates` with the least amortised time per step of a whole window
@@ -525,35 +562,23 @@ pub fn tune_window(
         mamba2_commit::Kernel::SOURCE,
         super::admit::mamba2_admit::Kernel::SOURCE
     );
-    let mut current: Option<(usize, WindowRunner)> = None;
-    let mut scheme = Scheme::new("mamba2_replay_window", &source, move |v, s: &Stream, _i| {
-        let l = *v.get("L").expect("candidate L") as usize;
-        if current.as_ref().map(|c| c.0) != Some(l) {
-            current = None; // free the previous candidate's buffers first
-            let plan = ReplayPlan {
-                window: l,
-                max_drafts: 0,
-                step: tiles,
-                verify: tiles,
-            };
-            current = Some((l, WindowRunner::new(s, shape, params, batch, gated, plan)?));
-        }
-        current.as_ref().expect("built").1.run(s)
-    })
-    .units(|v| window_run_steps(*v.get("L").expect("candidate L") as usize) as f64);
-    for &l in candidates {
-        scheme = scheme.candidate([("L", l as i64)]);
-    }
-    for (n, v) in shape_sizes(&shape, batch, gated) {
-        scheme = scheme.size(n, v);
-    }
-    scheme = scheme
-        .size("BV", tiles.bv as i64)
-        .size("HB", tiles.hb as i64)
-        .size("num_warps", tiles.num_warps as i64)
-        .size("min_blocks", tiles.min_blocks as i64);
-    let t = tuner.tune_scheme(scheme)?;
-    Ok((*t.config.get("L").expect("L") as usize, t.source))
+    let plan = |window| ReplayPlan {
+        window,
+        max_drafts: 0,
+        step: tiles,
+        verify: tiles,
+    };
+    tune_window_scheme(
+        tuner,
+        "mamba2_replay_window",
+        &source,
+        candidates,
+        shape_sizes(&shape, batch, gated),
+        tiles,
+        |l| window_run_steps(l) as f64,
+        |s, l| WindowRunner::new(s, shape, params, batch, gated, plan(l)),
+        WindowRunner::run,
+    )
 }
 
 /// The plans for `shape` at `batch`: tuned (cache first) with a tuner, else the defaults
