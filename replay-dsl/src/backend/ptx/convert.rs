@@ -202,22 +202,7 @@ impl Emitter<'_> {
 
     /// `shfl.sync.idx` of a 32- or 64-bit register from the lane in register `lane`.
     fn shuffle_idx(&mut self, x: Reg, lane: Reg) -> Reg {
-        let d = self.reg(x.class);
-        if x.class == Class::B64 {
-            let (lo, hi, lo2, hi2) = (
-                self.reg(Class::B32),
-                self.reg(Class::B32),
-                self.reg(Class::B32),
-                self.reg(Class::B32),
-            );
-            emit!(self, "mov.b64 {{{lo}, {hi}}}, {x}");
-            emit!(self, "shfl.sync.idx.b32 {lo2}, {lo}, {lane}, 31, 0xffffffff");
-            emit!(self, "shfl.sync.idx.b32 {hi2}, {hi}, {lane}, 31, 0xffffffff");
-            emit!(self, "mov.b64 {d}, {{{lo2}, {hi2}}}");
-        } else {
-            emit!(self, "shfl.sync.idx.b32 {d}, {x}, {lane}, 31, 0xffffffff");
-        }
-        d
+        self.shuffle("idx", x, lane, 31)
     }
 
     /// Makes replicas hold the values computed by the owning threads of layout `l`.

@@ -44,8 +44,9 @@ impl Emitter<'_> {
         d
     }
 
-    /// `shfl.sync.{mode}` of a 32- or 64-bit register.
-    pub(super) fn shuffle(&mut self, mode: &str, x: Reg, b: u32, c: u32) -> Reg {
+    /// `shfl.sync.{mode}` of a 32- or 64-bit register (`b`: the lane operand, an immediate or
+    /// a register).
+    pub(super) fn shuffle(&mut self, mode: &str, x: Reg, b: impl std::fmt::Display, c: u32) -> Reg {
         let d = self.reg(x.class);
         if x.class == Class::B64 {
             let (lo, hi, lo2, hi2) = (
