@@ -9,12 +9,13 @@
 //! decode step — one launch — flips it, a verification and its commit do not), the buffer a
 //! step writes poisoned before the step and every live slot found written (idle slots not),
 //! and the padding slot's counters in both buffers never written. Graph captures of an odd
-//! number of steps are refused, and the replay tuning problems run on the interpreter.
+//! number of steps are refused, the replay tuning problems run on the interpreter, and the
+//! tuned plans choose each window jointly with tiles from the kernel-level shortlist.
 
 mod ssm_support;
 
 use replay::ssm::state::{
-    ConventionalPlan, DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles,
+    ConventionalPlan, DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo,
 };
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::{SlotStates, StepInput};
@@ -495,56 +496,137 @@ fn replay_graphs_hold_an_even_number_of_steps() {
     }
 }
 
-/// The replay tuning problems on the interpreter (with `REPLAY_TUNE=force` semantics and a
-/// private cache): the step's tile problem gives every pointer a buffer and every scalar a
-/// value (the second counter buffer and the next launch's drafts included), the window
-/// scheme runs whole windows (two for an odd `L`) and the speculative window scheme runs
-/// verification cycles.
-#[test]
-fn replay_tuning_problems_run_on_the_interpreter() {
-    use replay::ssm::tuning::{tune_replay_tiles, tune_verify_window, tune_window, window_run_steps};
-    use replay_runtime::tune::{Autotuner, BenchSettings, TuneCache, TuneMode, TuneSource};
-    // BV ≥ 16 is searched: a shape with dv = 16.
-    const TUNE: ModelShape = ModelShape {
-        name: "tune-test",
-        dv: 16,
-        dk: 16,
-        heads: 2,
-        groups: 1,
-        ..CPU_TEST
-    };
-    let (d, _s) = interp();
-    let dir = std::env::temp_dir().join(format!("replay-ssm-tune-{}", std::process::id()));
-    let mut tuner = Autotuner::new(&d)
+/// A shape for the tuning tests: `BV ≥ 16` is searched, so `dv = 16`; two heads in one group
+/// give `HB ∈ {1, 2}`.
+const TUNE: ModelShape = ModelShape {
+    name: "tune-test",
+    dv: 16,
+    dk: 16,
+    heads: 2,
+    groups: 1,
+    ..CPU_TEST
+};
+
+/// A tuner on the interpreter with a private cache file in `dir`, in `mode`, timing each
+/// candidate once.
+fn tuner_in(
+    d: &Device,
+    dir: &std::path::Path,
+    mode: replay_runtime::tune::TuneMode,
+) -> replay_runtime::tune::Autotuner {
+    use replay_runtime::tune::{Autotuner, BenchSettings, TuneCache};
+    Autotuner::new(d)
         .unwrap()
         .with_cache(TuneCache::open(dir.join("tune.json")))
-        .with_mode(TuneMode::Force)
+        .with_mode(mode)
         .with_progress(false)
         .with_settings(BenchSettings {
             warmup: 0,
             reps: 1,
             ..Default::default()
-        });
-    let (tiles, source, points) = tune_replay_tiles(&mut tuner, &TUNE, 2, true, 3).unwrap();
-    assert_eq!(source, TuneSource::Tuned);
-    assert!(points > 1);
-    assert_eq!(tiles.bv, 16);
+        })
+}
+
+/// The replay tuning problems on the interpreter (with `REPLAY_TUNE=force` semantics and a
+/// private cache): the step's tile problem gives every pointer a buffer and every scalar a
+/// value (the second counter buffer and the next launch's drafts included) and shortlists its
+/// fastest tiles; the window scheme runs whole windows (two for an odd `L`) of every window ×
+/// shortlisted tiles and the speculative window scheme runs verification cycles. A cached
+/// window choice is reused for the same candidates only.
+#[test]
+fn replay_tuning_problems_run_on_the_interpreter() {
+    use replay::ssm::tuning::{tune_replay_tiles, tune_verify_window, tune_window, window_run_steps, TILE_SHORTLIST};
+    use replay_runtime::tune::{TuneMode, TuneSource};
+    let (d, _s) = interp();
+    let dir = std::env::temp_dir().join(format!("replay-ssm-tune-{}", std::process::id()));
+    let mut tuner = tuner_in(&d, &dir, TuneMode::Force);
+    let short = tune_replay_tiles(&mut tuner, &TUNE, 2, true, 3).unwrap();
+    assert_eq!(short.source, TuneSource::Tuned);
+    assert!(short.points > TILE_SHORTLIST);
+    assert_eq!(short.tiles.len(), TILE_SHORTLIST);
+    assert!(short.tiles.iter().all(|t| t.bv == 16));
     let p = random_params(&mut Rng(32), TUNE);
-    let tiles = Tiles { min_blocks: 1, ..tiles };
-    let (l, source) = tune_window(&mut tuner, TUNE, &p, 2, true, tiles, &[3, 4]).unwrap();
-    assert_eq!(source, TuneSource::Tuned);
-    assert!([3, 4].contains(&l));
+    let c = tune_window(&mut tuner, TUNE, &p, 2, true, &short.tiles, &[3, 4]).unwrap();
+    assert_eq!(c.source, TuneSource::Tuned);
+    assert!([3, 4].contains(&c.window));
+    assert!(short.tiles.contains(&c.tiles));
     assert_eq!((window_run_steps(3), window_run_steps(4)), (6, 4));
-    // The speculative plan's window: verification cycles of 2 drafts (1 accepted) at L = 3 or 4.
+    // The speculative plan's window and verification tiles: verification cycles of 2 drafts
+    // (1 accepted) at L = 3 or 4.
     let plan = ReplayPlan {
         window: 3,
         max_drafts: 2,
-        step: tiles,
-        verify: tiles,
+        step: c.tiles,
+        verify: c.tiles,
     };
-    let (l, source) = tune_verify_window(&mut tuner, TUNE, &p, 2, true, plan, 1, &[3, 4]).unwrap();
-    assert_eq!(source, TuneSource::Tuned);
-    assert!([3, 4].contains(&l));
+    let v = tune_verify_window(&mut tuner, TUNE, &p, 2, true, plan, 1, &short.tiles[..2], &[3, 4]).unwrap();
+    assert_eq!(v.source, TuneSource::Tuned);
+    assert!([3, 4].contains(&v.window));
+    assert!(short.tiles[..2].contains(&v.tiles));
+    // From the cache: the same candidates reuse the choice, other tiles are tuned.
+    let mut cached = tuner_in(&d, &dir, TuneMode::Cached);
+    let again = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4]).unwrap();
+    assert_eq!(
+        (again.window, again.tiles, again.source),
+        (c.window, c.tiles, TuneSource::Cache)
+    );
+    let other = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles[1..], &[3, 4]).unwrap();
+    assert_eq!(other.source, TuneSource::Tuned);
+    assert!(short.tiles[1..].contains(&other.tiles));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `plans()` with a tuner on the interpreter: each plan's tiles are among its kernel's
+/// shortlist and its window among the candidates, chosen jointly over every window × tile
+/// (the notes say so); a second call from the cache file gives the same plans from the cache
+/// alone (no new entry).
+#[test]
+fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
+    use replay::ssm::tuning::{accepted_drafts, plans, tune_replay_tiles, tune_verify_tiles, window_candidates};
+    use replay_runtime::tune::{TuneMode, TuneSource};
+    let (d, _s) = interp();
+    let dir = std::env::temp_dir().join(format!("replay-ssm-plans-{}", std::process::id()));
+    let p = random_params(&mut Rng(33), TUNE);
+    let (batch, drafts) = (2, 2);
+    let mut tuner = tuner_in(&d, &dir, TuneMode::Force);
+    let first = plans(Some(&mut tuner), TUNE, &p, batch, true, drafts).unwrap();
+    assert!(first.choices.iter().all(|c| c.source == "tuned"), "{:?}", first.choices);
+    let entries = tuner.cache().len();
+
+    let mut cached = tuner_in(&d, &dir, TuneMode::Cached);
+    let again = plans(Some(&mut cached), TUNE, &p, batch, true, drafts).unwrap();
+    assert!(again.choices.iter().all(|c| c.source == "cache"), "{:?}", again.choices);
+    assert_eq!(cached.cache().len(), entries);
+    assert_eq!(
+        (again.conventional, again.replay, again.verify),
+        (first.conventional, first.replay, first.verify)
+    );
+
+    let joint = |what: &str| {
+        first
+            .choices
+            .iter()
+            .find(|c| c.what == what)
+            .unwrap_or_else(|| panic!("no note `{what}`"))
+            .candidates
+    };
+    let (_, windows) = window_candidates(TUNE, 0, 1.0);
+    let short = tune_replay_tiles(&mut cached, &TUNE, batch, true, windows[0]).unwrap();
+    assert_eq!(short.source, TuneSource::Cache);
+    assert!(short.tiles.len() > 1);
+    assert!(windows.contains(&first.replay.window));
+    assert!(short.tiles.contains(&first.replay.step));
+    assert_eq!(first.replay.verify, first.replay.step);
+    assert_eq!(joint("replay window L and tiles"), windows.len() * short.tiles.len());
+
+    let accepted = accepted_drafts(drafts);
+    let (_, windows) = window_candidates(TUNE, drafts, 0.75 * drafts as f64);
+    let short = tune_verify_tiles(&mut cached, &TUNE, batch, true, windows[0], drafts, accepted).unwrap();
+    assert_eq!(short.source, TuneSource::Cache);
+    assert!(windows.contains(&first.verify.window));
+    assert!(short.tiles.contains(&first.verify.verify));
+    assert_eq!(first.verify.step, first.replay.step);
+    assert_eq!(joint("verify window L and tiles"), windows.len() * short.tiles.len());
     let _ = std::fs::remove_dir_all(dir);
 }
 

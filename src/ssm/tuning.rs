@@ -1,13 +1,14 @@
-//! Where the decode plans come from: tile shapes (and occupancy hints) from the kernels' search
-//! spaces (the usual kernel autotuner, on generated inputs whose counters spread the rows over
-//! the states of one whole window, flushes included, as the plan will run them), and the
-//! replay window `L` from the amortised time of a whole window — `L − 1` non-flush steps and
-//! one flush, one launch each, captured as one CUDA graph (two windows when `L` is odd: a
-//! replay graph holds an even number of steps) and timed as one unit by the scheme API — over
-//! candidates pruned around the traffic model's `L* = sqrt(2 ā (M_S/r − T))`. The speculative
-//! plan's window is tuned the same way on the time per verification cycle (verify + commit,
-//! flushes included) around its own `L*`. Everything is cached like every other tuning result
-//! (`REPLAY_TUNE=off|cached|force`).
+//! Where the decode plans come from: a shortlist of tile shapes (and occupancy hints) from the
+//! kernels' search spaces (the usual kernel autotuner, on generated inputs whose counters spread
+//! the rows over the states of one whole window, flushes included — with fewer rows than states
+//! a single launch sees only some of them, so its ranking only shortlists), then the replay
+//! window `L` and the tiles chosen together from the amortised time of a whole window — `L − 1`
+//! non-flush steps and one flush, one launch each, captured as one CUDA graph (two windows when
+//! `L` is odd: a replay graph holds an even number of steps) and timed as one unit by the scheme
+//! API — over windows pruned around the traffic model's `L* = sqrt(2 ā (M_S/r − T))` times the
+//! shortlisted tiles. The speculative plan's window and verification tiles are chosen the same
+//! way on the time per verification cycle (verify + commit, flushes included) around its own
+//! `L*`. Everything is cached like every other tuning result (`REPLAY_TUNE=off|cached|force`).
 
 use super::state::{ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles};
 use replay_dsl::KernelDef;
@@ -18,8 +19,8 @@ use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
-use replay_runtime::tune::space::value_of;
-use replay_runtime::tune::{Autotuner, Fill, Problem, Scheme, SearchSpace, TuneSource};
+use replay_runtime::tune::space::values_of;
+use replay_runtime::tune::{Autotuner, Fill, Problem, Scheme, SearchSpace, TuneSource, Tuned, Values};
 use replay_runtime::{Backend, Graph, Grid, RuntimeError, Stream};
 use serde::Serialize;
 
@@ -64,7 +65,8 @@ pub fn window_candidates(shape: ModelShape, drafts: usize, accepted: f64) -> (f6
 /// How a plan was chosen (for the report).
 #[derive(Clone, Debug, Serialize)]
 pub struct Choice {
-    /// What was chosen (`conventional tiles`, `replay tiles`, `window L`, …).
+    /// What was chosen (`conventional tiles`, `replay tile shortlist`, `replay window L and
+    /// tiles`, …).
     pub what: String,
     /// The chosen values.
     pub value: String,
@@ -150,12 +152,52 @@ fn fixed_axes<C: replay_dsl::ConfigValues>(space: SearchSpace<C>, shape: &ModelS
         .axis("HAS_Z", [gated as i64])
 }
 
-fn tiles_of<C: replay_dsl::ConfigValues>(c: &C) -> Tiles {
+/// The tiles named in a kernel configuration's or a window candidate's values.
+fn tiles_of(values: &Values) -> Tiles {
+    let get = |name: &str, default: i64| values.get(name).copied().unwrap_or(default);
     Tiles {
-        bv: value_of(c, "BV").unwrap_or(32) as usize,
-        hb: value_of(c, "HB").unwrap_or(1) as usize,
-        num_warps: value_of(c, "num_warps").unwrap_or(4) as u32,
-        min_blocks: value_of(c, "min_blocks").unwrap_or(1) as u32,
+        bv: get("BV", 32) as usize,
+        hb: get("HB", 1) as usize,
+        num_warps: get("num_warps", 4) as u32,
+        min_blocks: get("min_blocks", 1) as u32,
+    }
+}
+
+/// Tile candidates a kernel-level tuning passes on to the whole-window timing, which chooses
+/// among them jointly with the window `L` ([`tune_window`], [`tune_verify_window`]): a single
+/// launch times the counter states its rows hold — at small batches not every state of a
+/// window, flushes included — and near-equal candidates swap places from run to run, so its
+/// ranking only shortlists.
+pub const TILE_SHORTLIST: usize = 4;
+
+/// The tiles a kernel-level tuning shortlisted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shortlist {
+    /// Up to [`TILE_SHORTLIST`] tiles, the fastest single launch first (the default tiles
+    /// alone when tuning is off).
+    pub tiles: Vec<Tiles>,
+    /// Where the kernel-level timings came from.
+    pub source: TuneSource,
+    /// Points of the search space.
+    pub points: usize,
+}
+
+impl Shortlist {
+    fn of<C: replay_dsl::ConfigValues>(tuned: &Tuned<C>, points: usize) -> Shortlist {
+        let tiles = match &tuned.record {
+            Some(r) => r.fastest(TILE_SHORTLIST).into_iter().map(tiles_of).collect(),
+            None => vec![tiles_of(&values_of(&tuned.config))],
+        };
+        Shortlist {
+            tiles,
+            source: tuned.source,
+            points,
+        }
+    }
+
+    /// The tiles, `; `-separated.
+    pub fn show(&self) -> String {
+        self.tiles.iter().map(Tiles::show).collect::<Vec<_>>().join("; ")
     }
 }
 
@@ -197,7 +239,7 @@ pub fn tune_conventional(
     }
     let points = bv_values(shape).len() * CONVENTIONAL_WARPS.len() * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
-    Ok((tiles_of(&t.config), t.source, points))
+    Ok((tiles_of(&values_of(&t.config)), t.source, points))
 }
 
 /// Counters `(start, h, flush, ·)` spreading the slots over `(h, flush)` states (repeated over
@@ -234,8 +276,9 @@ fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, b
     }
 }
 
-/// Tiles of the replay step (`BV × HB × num_warps × min_blocks`) at window `window`, timed on
-/// rows spread over the `L` steps of a window (one in `L` flushing), as the window runs them.
+/// The [`Shortlist`] of tiles of the replay step (`BV × HB × num_warps × min_blocks`) at window
+/// `window`, timed on rows spread over the `L` steps of a window (one in `L` flushing), as the
+/// window runs them.
 /// The counters a step reads (`meta`) never change between the timed launches; the counters it
 /// writes (`meta_out`, one line per row) go to a buffer of their own, for a next decode step.
 pub fn tune_replay_tiles(
@@ -244,7 +287,7 @@ pub fn tune_replay_tiles(
     batch: usize,
     gated: bool,
     window: usize,
-) -> Result<(Tiles, TuneSource, usize)> {
+) -> Result<Shortlist> {
     type C = <mamba2_replay_step::Kernel as KernelDef>::Config;
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
         .axis("L", [window as i64])
@@ -272,12 +315,13 @@ pub fn tune_replay_tiles(
     problem = problem.size("L", window as i64).size("cycle", 1);
     let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
-    Ok((tiles_of(&t.config), t.source, points))
+    Ok(Shortlist::of(&t, points))
 }
 
-/// Tiles of the verification kernel for `drafts` drafts (`T = drafts`, each verification
-/// carrying all of them) at window `window`, timed on rows spread over the states of the
-/// verify–commit cycle with `accepted` drafts accepted each time (flushes included).
+/// The [`Shortlist`] of tiles of the verification kernel for `drafts` drafts (`T = drafts`,
+/// each verification carrying all of them) at window `window`, timed on rows spread over the
+/// states of the verify–commit cycle with `accepted` drafts accepted each time (flushes
+/// included).
 #[allow(clippy::too_many_arguments)]
 pub fn tune_verify_tiles(
     tuner: &mut Autotuner,
@@ -287,7 +331,7 @@ pub fn tune_verify_tiles(
     window: usize,
     drafts: usize,
     accepted: usize,
-) -> Result<(Tiles, TuneSource, usize)> {
+) -> Result<Shortlist> {
     type C = <mamba2_verify::Kernel as KernelDef>::Config;
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
         .axis("L", [window as i64])
@@ -317,7 +361,7 @@ pub fn tune_verify_tiles(
         .size("cycle", 1);
     let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
-    Ok((tiles_of(&t.config), t.source, points))
+    Ok(Shortlist::of(&t, points))
 }
 
 /// Decode steps per run of a [`WindowRunner`] at window `window`: one window, or two when
@@ -457,50 +501,86 @@ impl VerifyRunner {
     }
 }
 
-/// Tunes a window `L` over `candidates`: each candidate gets a runner from `build` (the
-/// previous candidate's is dropped first, freeing its buffers), timed by `run`, `units(L)`
-/// steps per run. `sizes` key the cache; `tiles` are added to them.
+/// A window `L` and tiles chosen together by whole-window timing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowChoice {
+    /// The window `L`.
+    pub window: usize,
+    /// The tiles.
+    pub tiles: Tiles,
+    /// Where the choice came from.
+    pub source: TuneSource,
+}
+
+/// A window candidate's values: `L` and the tiles.
+fn window_values(window: usize, tiles: &Tiles) -> Values {
+    [
+        ("L", window as i64),
+        ("BV", tiles.bv as i64),
+        ("HB", tiles.hb as i64),
+        ("num_warps", tiles.num_warps as i64),
+        ("min_blocks", tiles.min_blocks as i64),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect()
+}
+
+/// The window and tiles of a candidate's values.
+fn window_of(values: &Values) -> (usize, Tiles) {
+    (*values.get("L").expect("candidate L") as usize, tiles_of(values))
+}
+
+/// Tunes the window `L` and the tiles together over `windows × tiles` (the first window with
+/// the first tiles first: the choice when tuning is off): each candidate gets a runner from
+/// `build(stream, L, tiles)` (the previous candidate's is dropped first, freeing its buffers),
+/// timed by `run`, `units(L)` steps per run. `sizes` key the cache, and so do the candidates
+/// (hashed with `source`): a cached choice is reused only for the same windows and tiles.
 #[allow(clippy::too_many_arguments)]
 fn tune_window_scheme<R>(
     tuner: &mut Autotuner,
     name: &str,
     source: &str,
-    candidates: &[usize],
+    windows: &[usize],
+    tiles: &[Tiles],
     sizes: Vec<(&str, i64)>,
-    tiles: Tiles,
     units: impl Fn(usize) -> f64,
-    mut build: impl FnMut(&Stream, usize) -> Result<R>,
+    mut build: impl FnMut(&Stream, usize, Tiles) -> Result<R>,
     run: impl Fn(&R, &Stream) -> Result<()>,
-) -> Result<(usize, TuneSource)> {
-    let window = |v: &replay_runtime::tune::Values| *v.get("L").expect("candidate L") as usize;
-    let mut current: Option<(usize, R)> = None;
-    let mut scheme = Scheme::new(name, source, move |v, s: &Stream, _i| {
-        let l = window(v);
-        if current.as_ref().map(|c| c.0) != Some(l) {
+) -> Result<WindowChoice> {
+    let candidates: Vec<Values> = tiles
+        .iter()
+        .flat_map(|t| windows.iter().map(move |&l| window_values(l, t)))
+        .collect();
+    let keyed_source = format!("{source}\n// candidates: {candidates:?}");
+    let mut current: Option<(Values, R)> = None;
+    let mut scheme = Scheme::new(name, &keyed_source, move |v, s: &Stream, _i| {
+        if current.as_ref().map(|c| &c.0) != Some(v) {
             current = None;
-            current = Some((l, build(s, l)?));
+            let (l, t) = window_of(v);
+            current = Some((v.clone(), build(s, l, t)?));
         }
         run(&current.as_ref().expect("built").1, s)
     })
-    .units(move |v| units(window(v)));
-    for &l in candidates {
-        scheme = scheme.candidate([("L", l as i64)]);
+    .units(move |v| units(window_of(v).0));
+    for v in &candidates {
+        scheme = scheme.candidate(v.iter().map(|(n, x)| (n.as_str(), *x)));
     }
     for (n, v) in sizes {
         scheme = scheme.size(n, v);
     }
-    scheme = scheme
-        .size("BV", tiles.bv as i64)
-        .size("HB", tiles.hb as i64)
-        .size("num_warps", tiles.num_warps as i64)
-        .size("min_blocks", tiles.min_blocks as i64);
     let t = tuner.tune_scheme(scheme)?;
-    Ok((window(&t.config), t.source))
+    let (window, tiles) = window_of(&t.config);
+    Ok(WindowChoice {
+        window,
+        tiles,
+        source: t.source,
+    })
 }
 
-/// The window `L` of the speculative plan among `candidates`: the least time per verification
-/// cycle (verify + commit, flushes included) with `tiles`, `drafts` drafts and `accepted`
-/// accepted per cycle.
+/// The window `L` of the speculative plan among `windows` and its verification tiles among
+/// `tiles`, chosen together: the least time per verification cycle (verify + commit, flushes
+/// included) with `plan.max_drafts` drafts and `accepted` accepted per cycle.
 #[allow(clippy::too_many_arguments)]
 pub fn tune_verify_window(
     tuner: &mut Autotuner,
@@ -510,8 +590,9 @@ pub fn tune_verify_window(
     gated: bool,
     plan: ReplayPlan,
     accepted: usize,
-    candidates: &[usize],
-) -> Result<(usize, TuneSource)> {
+    tiles: &[Tiles],
+    windows: &[usize],
+) -> Result<WindowChoice> {
     let source = format!(
         "{}{}{}",
         mamba2_verify::Kernel::SOURCE,
@@ -524,18 +605,18 @@ pub fn tune_verify_window(
         tuner,
         "mamba2_verify_window",
         &source,
-        candidates,
+        windows,
+        tiles,
         sizes,
-        plan.verify,
         |_| VERIFY_CYCLES as f64,
-        |s, l| {
+        |s, window, verify| {
             VerifyRunner::new(
                 s,
                 shape,
                 params,
                 batch,
                 gated,
-                ReplayPlan { window: l, ..plan },
+                ReplayPlan { window, verify, ..plan },
                 accepted,
             )
         },
@@ -543,9 +624,9 @@ pub fn tune_verify_window(
     )
 }
 
-/// The window `L` among `candidates` with the least amortised time per step of a whole window
-/// (each candidate's window — two when `L` is odd — captured as one graph, timed as one unit,
-/// divided by its steps).
+/// The window `L` among `windows` and the replay tiles among `tiles`, chosen together: the
+/// least amortised time per step of a whole window (each candidate's window — two when `L` is
+/// odd — captured as one graph, timed as one unit, divided by its steps).
 #[allow(clippy::too_many_arguments)]
 pub fn tune_window(
     tuner: &mut Autotuner,
@@ -553,16 +634,16 @@ pub fn tune_window(
     params: &Mamba2Params,
     batch: usize,
     gated: bool,
-    tiles: Tiles,
-    candidates: &[usize],
-) -> Result<(usize, TuneSource)> {
+    tiles: &[Tiles],
+    windows: &[usize],
+) -> Result<WindowChoice> {
     let source = format!(
         "{}{}{}",
         mamba2_replay_step::Kernel::SOURCE,
         mamba2_commit::Kernel::SOURCE,
         super::admit::mamba2_admit::Kernel::SOURCE
     );
-    let plan = |window| ReplayPlan {
+    let plan = |window, tiles| ReplayPlan {
         window,
         max_drafts: 0,
         step: tiles,
@@ -572,17 +653,30 @@ pub fn tune_window(
         tuner,
         "mamba2_replay_window",
         &source,
-        candidates,
-        shape_sizes(&shape, batch, gated),
+        windows,
         tiles,
+        shape_sizes(&shape, batch, gated),
         |l| window_run_steps(l) as f64,
-        |s, l| WindowRunner::new(s, shape, params, batch, gated, plan(l)),
+        |s, l, t| WindowRunner::new(s, shape, params, batch, gated, plan(l, t)),
         WindowRunner::run,
     )
 }
 
-/// The plans for `shape` at `batch`: tuned (cache first) with a tuner, else the defaults
-/// (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the speculative plan.
+/// `L=.. BV=.. HB=.. w=.. (L* = ..)`: a window and its tiles, for the notes.
+fn show_window(window: usize, tiles: &Tiles, star: f64) -> String {
+    format!("L={window} {} (L* = {star:.1})", tiles.show())
+}
+
+/// [`show_window`] of a joint choice, then the windows and the number of tiles searched.
+fn show_joint(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize) -> String {
+    let chosen = show_window(choice.window, &choice.tiles, star);
+    format!("{chosen}; L in {windows:?} × {tiles} shortlisted tiles")
+}
+
+/// The plans for `shape` at `batch`: with a tuner, tile shortlists from the kernels' tuning,
+/// then each plan's window and tiles together by whole-window timing (cache first); else the
+/// defaults (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the speculative
+/// plan.
 pub fn plans(
     tuner: Option<&mut Autotuner>,
     shape: ModelShape,
@@ -609,53 +703,53 @@ pub fn plans(
     match tuner {
         None => {
             note("conventional tiles", conventional.decode.show(), TuneSource::Default, 1);
-            note("replay tiles", replay.step.show(), TuneSource::Default, 1);
-            note(
-                "window L",
-                format!("{} (L* = {l_star:.1})", replay.window),
-                TuneSource::Default,
-                1,
-            );
-            note("verify tiles", verify.verify.show(), TuneSource::Default, 1);
+            let replay_value = show_window(replay.window, &replay.step, l_star);
+            note("replay window L and tiles", replay_value, TuneSource::Default, 1);
+            let verify_value = show_window(verify.window, &verify.verify, l_star_v);
+            note("verify window L and tiles", verify_value, TuneSource::Default, 1);
         }
         Some(tuner) => {
             let (t, s, n) = tune_conventional(tuner, &shape, batch, gated)?;
             conventional.decode = t;
             conventional.spec = t;
             note("conventional tiles", t.show(), s, n);
-            let (t, s, n) = tune_replay_tiles(tuner, &shape, batch, gated, replay.window)?;
-            replay.step = t;
-            replay.verify = t;
-            note("replay tiles", t.show(), s, n);
-            let (l, s) = tune_window(tuner, shape, params, batch, gated, t, &cands)?;
-            replay.window = l;
-            note("window L", format!("{l} (L* = {l_star:.1}; {cands:?})"), s, cands.len());
-            if l != cands[0] {
-                // The tiles were tuned at the first candidate's `L` (a constexpr): tune them
-                // again at the window they will run with.
-                let (t, s, n) = tune_replay_tiles(tuner, &shape, batch, gated, l)?;
-                replay.step = t;
-                replay.verify = t;
-                note("replay tiles at the chosen L", t.show(), s, n);
-            }
+            let short = tune_replay_tiles(tuner, &shape, batch, gated, replay.window)?;
+            note("replay tile shortlist", short.show(), short.source, short.points);
+            let c = tune_window(tuner, shape, params, batch, gated, &short.tiles, &cands)?;
+            replay.window = c.window;
+            replay.step = c.tiles;
+            replay.verify = c.tiles;
+            let value = show_joint(&c, l_star, &cands, short.tiles.len());
+            note(
+                "replay window L and tiles",
+                value,
+                c.source,
+                cands.len() * short.tiles.len(),
+            );
             if verify_drafts > 0 {
-                let (t, s, n) = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, verify_drafts, accepted)?;
-                verify.verify = t;
+                let short = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, verify_drafts, accepted)?;
+                note("verify tile shortlist", short.show(), short.source, short.points);
                 verify.step = replay.step;
-                note("verify tiles", t.show(), s, n);
-                let (l, s) = tune_verify_window(tuner, shape, params, batch, gated, verify, accepted, &cands_v)?;
+                let c = tune_verify_window(
+                    tuner,
+                    shape,
+                    params,
+                    batch,
+                    gated,
+                    verify,
+                    accepted,
+                    &short.tiles,
+                    &cands_v,
+                )?;
+                verify.window = c.window;
+                verify.verify = c.tiles;
+                let value = show_joint(&c, l_star_v, &cands_v, short.tiles.len());
                 note(
-                    "verify window L",
-                    format!("{l} (L* = {l_star_v:.1}; {cands_v:?})"),
-                    s,
-                    cands_v.len(),
+                    "verify window L and tiles",
+                    value,
+                    c.source,
+                    cands_v.len() * short.tiles.len(),
                 );
-                if l != verify.window {
-                    verify.window = l;
-                    let (t, s, n) = tune_verify_tiles(tuner, &shape, batch, gated, l, verify_drafts, accepted)?;
-                    verify.verify = t;
-                    note("verify tiles at the chosen L", t.show(), s, n);
-                }
             }
         }
     }

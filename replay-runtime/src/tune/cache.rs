@@ -88,6 +88,21 @@ impl TuneRecord {
                 _ => None,
             })
     }
+
+    /// The values of the `k` fastest timed candidates (finite medians only), fastest median
+    /// first; equal medians keep their search order.
+    pub fn fastest(&self, k: usize) -> Vec<&Values> {
+        let mut timed: Vec<(f64, &Values)> = self
+            .candidates
+            .iter()
+            .filter_map(|c| match c.outcome {
+                Outcome::Timed { median_ms, .. } if median_ms.is_finite() => Some((median_ms, &c.values)),
+                _ => None,
+            })
+            .collect();
+        timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        timed.into_iter().take(k).map(|(_, v)| v).collect()
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -299,6 +314,38 @@ mod tests {
             ],
             tuned_at: 1,
         }
+    }
+
+    #[test]
+    fn fastest_keeps_the_k_best_timed_candidates_in_order() {
+        let timed = |block: i64, median_ms: f64| CandidateRecord {
+            values: [("BLOCK".to_string(), block)].into(),
+            outcome: Outcome::Timed {
+                median_ms,
+                min_ms: median_ms,
+                samples: 3,
+            },
+        };
+        let mut r = record("add", 1000, 1024);
+        r.candidates.extend([
+            timed(64, 0.3),
+            timed(128, f64::NAN),
+            timed(256, 0.9),
+            CandidateRecord {
+                values: [("BLOCK".to_string(), 32)].into(),
+                outcome: Outcome::Mismatch {
+                    max_rel_err: 1.0,
+                    first_bad: 0,
+                },
+            },
+            timed(512, 0.3),
+        ]);
+        let blocks = |k: usize| -> Vec<i64> { r.fastest(k).iter().map(|v| v["BLOCK"]).collect() };
+        // Equal medians in search order; failed, mismatched and NaN candidates never listed.
+        assert_eq!(blocks(3), [64, 512, 1024]);
+        assert_eq!(blocks(10), [64, 512, 1024, 256]);
+        assert_eq!(blocks(1), [64]);
+        assert!(blocks(0).is_empty());
     }
 
     #[test]
