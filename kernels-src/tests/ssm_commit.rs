@@ -115,6 +115,7 @@ fn step_counters_equal_commit_after_decode() {
             bv: 4,
             hb: 1,
             num_warps: 4,
+            early: false,
         };
         let step_k = config.step(&dev);
         let commit_k = commit_kernel(&dev, l, t, 4, 1);

@@ -77,6 +77,7 @@ fn timings() {
             bv,
             hb,
             num_warps,
+            early: false,
         };
         let bw = |ms: f64| state_bytes * batch as f64 * 2.0 / (ms * 1e-3) / 1e12;
         // Conventional decode.

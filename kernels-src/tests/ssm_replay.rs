@@ -42,6 +42,7 @@ struct Case {
     gated: bool,
     bv: usize,
     hb: usize,
+    early: bool,
     seed: u64,
 }
 
@@ -52,6 +53,7 @@ fn run(case: Case) {
         gated,
         bv,
         hb,
+        early,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -83,6 +85,7 @@ fn run(case: Case) {
         bv,
         hb,
         num_warps: 4,
+        early,
     };
     let step_k = config.step(&dev);
     let per_row = shape.heads * shape.dv;
@@ -196,6 +199,7 @@ fn window_1_is_conventional_decoding() {
         gated: true,
         bv: 8,
         hb: 3,
+        early: false,
         seed: 1,
     });
 }
@@ -208,6 +212,7 @@ fn window_4_without_gate_two_value_blocks() {
         gated: false,
         bv: 4,
         hb: 3,
+        early: false,
         seed: 2,
     });
 }
@@ -220,6 +225,7 @@ fn window_16_one_head_per_program() {
         gated: true,
         bv: 8,
         hb: 1,
+        early: true,
         seed: 3,
     });
 }
@@ -232,6 +238,7 @@ fn window_32_without_gate() {
         gated: false,
         bv: 8,
         hb: 3,
+        early: false,
         seed: 4,
     });
 }
@@ -244,6 +251,7 @@ fn window_4_masked_value_blocks() {
         gated: true,
         bv: 4,
         hb: 2,
+        early: true,
         seed: 5,
     });
 }
@@ -256,6 +264,7 @@ fn window_4_flush_in_several_key_blocks() {
         gated: true,
         bv: 8,
         hb: 2,
+        early: false,
         seed: 6,
     });
 }

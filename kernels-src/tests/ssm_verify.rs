@@ -121,6 +121,7 @@ fn run(case: Case) {
         bv,
         hb,
         num_warps: 4,
+        early: false,
     };
     let verify_k = config.verify(&dev);
     let step_k = config.step(&dev);

@@ -123,6 +123,19 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
 }
 
+/// Batches up to this size also try the replay step's early checkpoint load (`EARLY`): they
+/// are latency-bound, larger ones bandwidth-bound (where it only costs registers).
+const EARLY_MAX_BATCH: usize = 16;
+
+/// `EARLY` values searched at `batch`.
+fn early_values(batch: usize) -> Vec<i64> {
+    if batch <= EARLY_MAX_BATCH {
+        vec![0, 1]
+    } else {
+        vec![0]
+    }
+}
+
 /// Occupancy hints searched (`min_blocks`): ptxas caps the registers to fit that many programs
 /// per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`]. Two values
 /// keep a tuning run of both models and five batches within minutes (each point is a module
@@ -160,6 +173,7 @@ fn tiles_of(values: &Values) -> Tiles {
         hb: get("HB", 1) as usize,
         num_warps: get("num_warps", 4) as u32,
         min_blocks: get("min_blocks", 1) as u32,
+        early: get("EARLY", 0) != 0,
     }
 }
 
@@ -296,6 +310,7 @@ pub fn tune_replay_tiles(
         .axis("HB", hb_values(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
+        .axis("EARLY", early_values(batch))
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -313,7 +328,8 @@ pub fn tune_replay_tiles(
     }
     // `cycle`: the counters span the window (results tuned mid-window only are not reused).
     problem = problem.size("L", window as i64).size("cycle", 1);
-    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len();
+    let points =
+        bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len() * early_values(batch).len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
@@ -520,6 +536,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("HB", tiles.hb as i64),
         ("num_warps", tiles.num_warps as i64),
         ("min_blocks", tiles.min_blocks as i64),
+        ("EARLY", tiles.early as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -343,6 +343,8 @@ pub struct ReplayConfig {
     pub bv: usize,
     pub hb: usize,
     pub num_warps: u32,
+    /// The replay step's `EARLY` (checkpoint load before the counters).
+    pub early: bool,
 }
 
 impl ReplayConfig {
@@ -361,6 +363,7 @@ impl ReplayConfig {
                 HAS_Z: self.gated,
                 BV: self.bv,
                 HB: self.hb,
+                EARLY: self.early,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

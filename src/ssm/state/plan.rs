@@ -15,17 +15,22 @@ pub struct Tiles {
     pub num_warps: u32,
     /// Programs that should fit on one SM at once (the kernel's `min_blocks`; 1 is no hint).
     pub min_blocks: u32,
+    /// The replay step issues its checkpoint load before reading the counters (its `EARLY`;
+    /// other kernels ignore it).
+    pub early: bool,
 }
 
 impl Tiles {
-    /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint.
+    /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint and `early` with an early
+    /// checkpoint load.
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
         } else {
             String::new()
         };
-        format!("BV={} HB={} w={}{hint}", self.bv, self.hb, self.num_warps)
+        let early = if self.early { " early" } else { "" };
+        format!("BV={} HB={} w={}{hint}{early}", self.bv, self.hb, self.num_warps)
     }
 }
 
@@ -76,6 +81,7 @@ impl ReplayPlan {
             hb,
             num_warps: 4,
             min_blocks: 1,
+            early: false,
         };
         ReplayPlan {
             window,
@@ -106,6 +112,7 @@ impl ConventionalPlan {
             hb: 1,
             num_warps: 4,
             min_blocks: 1,
+            early: false,
         };
         ConventionalPlan {
             decode: t,

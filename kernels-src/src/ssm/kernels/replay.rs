@@ -35,6 +35,9 @@ pub const FC: usize = 32;
 ///   step), by [`super::commit::advance_counters`] — what [`super::commit::mamba2_commit`]
 ///   computes after a decode step, so a decode step is this one launch. The caller swaps the
 ///   two counter buffers after the launch; `meta_out` must not alias `meta`.
+/// - `EARLY` issues the non-flush checkpoint load right after the slot, before the counters
+///   (for latency-bound small batches: one dependent memory access less; flush rows then read
+///   it for nothing, and its registers are held longer). The tuner decides.
 /// - Padding rows (slot 0) do nothing. `HB` need not be a power of two (extra head lanes are
 ///   masked).
 ///
@@ -70,6 +73,7 @@ pub fn mamba2_replay_step(
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 16)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
+    #[constexpr(default = false)] EARLY: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -88,13 +92,23 @@ pub fn mamba2_replay_step(
     let v = program_id(2) * BV + arange(BV);
     let vmask = v < DV;
     let kk = arange(DK);
+    let xmask = hmask.expand_dims(1) & vmask.expand_dims(0);
     let slot = load(slot_idx + row, true);
     if slot != 0 {
+        let slot64 = slot.cast::<i64>();
+        let ckpt_h = ckpt + slot64 * (HEADS * DV * DK) + heads * (DV * DK);
+        // The checkpoint tile of the non-flush branch, [HB, BV, DK].
+        let sptr = ckpt_h.expand_dims(1).expand_dims(2)
+            + (v * DK).expand_dims(0).expand_dims(2)
+            + kk.expand_dims(0).expand_dims(0);
+        let load_state = || load(sptr, xmask.expand_dims(2));
+        // EARLY: issued before the counters are read (one memory latency less per step; the
+        // flush rows read it for nothing).
+        let early = EARLY.then(load_state);
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
         let flush = load(mrow + 2, true) != 0;
-        let slot64 = slot.cast::<i64>();
         let ring_dt = rec_dt + slot64 * (cap * HEADS);
         let ring_x = rec_x + slot64 * (cap * HEADS * DV);
         let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
@@ -131,7 +145,6 @@ pub fn mamba2_replay_step(
 
         // This step's x of the HB heads, [HB, BV].
         let xoff = ((row * HEADS + heads) * DV).expand_dims(1) + v.expand_dims(0);
-        let xmask = hmask.expand_dims(1) & vmask.expand_dims(0);
         let x_cur_raw = load(x + xoff, xmask);
         let x_cur = x_cur_raw.cast::<f32>();
         let d_h = load(d + heads, hmask).expand_dims(1);
@@ -142,15 +155,11 @@ pub fn mamba2_replay_step(
                 y
             }
         };
-        let ckpt_h = ckpt + slot64 * (HEADS * DV * DK) + heads * (DV * DK);
 
         if !flush {
             // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x, for all HB heads at once: every
             // load of the step is issued before the first reduction.
-            let sptr = ckpt_h.expand_dims(1).expand_dims(2)
-                + (v * DK).expand_dims(0).expand_dims(2)
-                + kk.expand_dims(0).expand_dims(0);
-            let s = load(sptr, xmask.expand_dims(2));
+            let s = early.unwrap_or_else(load_state);
             let x_ring = load(
                 ring_x
                     + (pos * (HEADS * DV)).expand_dims(1).expand_dims(2)
