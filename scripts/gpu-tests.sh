@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release test binaries whose tests need a GPU — replay-dsl's property tests
-# (prop_elementwise, prop_reduce: `gpu_matches_interpreter`) and GPU special cases
-# (gpu_special), replay-runtime's `gpu` smoke tests, the SSM kernel tests of replay-kernels (on
+# (prop_elementwise, prop_reduce: `gpu_matches_interpreter`), GPU special cases (gpu_special)
+# and dot products (gpu_dot), replay-runtime's `gpu` smoke tests, the SSM kernel tests of replay-kernels (on
 # the GPU with REPLAY_SSM_DEVICE=cuda) and the state manager's tests — copies them into
 # .carry/tests/ (ignored by git) and prints the command that runs them all on a machine with a GPU, from the repository
 # root. Without a GPU the same binaries print "skipped: no CUDA GPU" for each GPU test and pass;
@@ -28,7 +28,7 @@ build() { # package, test targets...
     done
 }
 
-build replay-dsl prop_elementwise prop_reduce gpu_special
+build replay-dsl prop_elementwise prop_reduce gpu_special gpu_dot
 build replay-runtime gpu
 build replay-kernels ssm_gpu ssm_decode ssm_replay ssm_verify ssm_commit
 build replay ssm_state

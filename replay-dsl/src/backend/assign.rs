@@ -28,7 +28,10 @@
 //! - a **reduction** of a remat value whose users all ask for one layout `O` of its result reads
 //!   its input in `O` with the reduced axis inserted into `O`'s replicated lanes (then registers,
 //!   then warps), so the result is produced in `O` (e.g. `sum(xs * w[:, None], 0)` added to a
-//!   row reduction of the state tile).
+//!   row reduction of the state tile);
+//! - a **dot** that runs on tensor cores produces the mma accumulator layout
+//!   ([`super::mma::acc_layout`]) and reads its accumulator operand there; another dot keeps its
+//!   accumulator's layout.
 
 use super::axis::AxisTable;
 use super::layout::{Bit, Layout, LayoutId, LayoutTable};
@@ -325,6 +328,11 @@ impl<'k> Assignment<'k> {
         }
     }
 
+    /// The tensor-core plan of the dot `a @ b`, if it runs on tensor cores.
+    pub fn mma_plan(&self, a: Value, b: Value) -> Option<super::mma::MmaPlan> {
+        super::mma::plan_of(self.kernel, &|v| self.def(v), a, b)
+    }
+
     /// The layout a scan runs in (its input's, when that one suits scans).
     pub fn scan_input(&mut self, v: Value, axis: usize) -> LayoutId {
         match self.natural(v) {
@@ -380,8 +388,13 @@ impl<'k> Assignment<'k> {
             Op::Reduce { value, .. } => vec![(*value, self.reduce_input(inst.results[0]))],
             Op::Scan { value, axis, .. } => vec![(*value, self.scan_input(*value, *axis))],
             Op::Dot { a, b, acc } => {
-                let (la, lb) = (self.natural_or_default(*a), self.natural_or_default(*b));
-                vec![(*a, la), (*b, lb), (*acc, res.expect("dot has a layout"))]
+                // An mma dot stages the 16-bit sources of operands cast to f32.
+                let (a, b) = match self.mma_plan(*a, *b) {
+                    Some(p) => (p.a.value, p.b.value),
+                    None => (*a, *b),
+                };
+                let (la, lb) = (self.natural_or_default(a), self.natural_or_default(b));
+                vec![(a, la), (b, lb), (*acc, res.expect("dot has a layout"))]
             }
             Op::For { lo, hi, step, init, .. } => {
                 let mut v = vec![(*lo, self.scalar), (*hi, self.scalar), (*step, self.scalar)];
@@ -475,8 +488,13 @@ impl<'k> Assignment<'k> {
                     let l = self.scan_input(*value, *axis);
                     self.set_real(r.unwrap(), l);
                 }
-                Op::Dot { acc, .. } => {
-                    let l = self.natural_or_default(*acc);
+                Op::Dot { a, b, acc } => {
+                    let l = match self.mma_plan(*a, *b) {
+                        Some(p) => self
+                            .table
+                            .intern(super::mma::acc_layout(p.m, p.n, self.kernel.num_warps)),
+                        None => self.natural_or_default(*acc),
+                    };
                     self.set_real(r.unwrap(), l);
                 }
                 Op::Atomic { value, .. } => {

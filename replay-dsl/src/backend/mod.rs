@@ -18,11 +18,13 @@
 //!
 //! # Pipeline
 //! [`axis`] (contiguity/divisibility/constancy) → [`assign`] (which layout each value is
-//! computed in; conversions) → [`ptx`] (the emitter, which plans shared memory with [`smem`]).
+//! computed in; conversions; [`mma`] decides which dots run on tensor cores and their result
+//! layout) → [`ptx`] (the emitter, which plans shared memory with [`smem`]).
 
 pub mod assign;
 pub mod axis;
 pub mod layout;
+pub mod mma;
 pub mod ptx;
 pub mod smem;
 

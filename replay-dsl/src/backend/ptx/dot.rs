@@ -1,5 +1,6 @@
-//! `acc + a @ b` on CUDA cores: A `[M, K]` and B `[K, N]` are staged in shared memory as f32
-//! (row-major), then every thread runs a PTX loop over K with one FMA per owned C element.
+//! `acc + a @ b` on CUDA cores, for the shapes that do not fit the tensor cores (see `mma`):
+//! A `[M, K]` and B `[K, N]` are staged in shared memory as f32 (row-major), then every thread
+//! runs a PTX loop over K with one FMA per owned C element.
 
 use super::elementwise::elem;
 use super::regs::{Class, Reg};

@@ -24,6 +24,7 @@ mod dot;
 mod elementwise;
 mod math;
 mod memory;
+mod mma;
 mod reduce;
 pub mod regs;
 mod scan;
@@ -315,7 +316,10 @@ impl<'k> Emitter<'k> {
                 reverse,
                 exclusive,
             } => self.scan(r, *value, *axis, *kind, *reverse, *exclusive),
-            Op::Dot { a, b, acc } => self.dot(r, l, *a, *b, *acc),
+            Op::Dot { a, b, acc } => match self.asg.mma_plan(*a, *b) {
+                Some(p) => self.dot_mma(r, l, (*a, *b, *acc), p),
+                None => self.dot(r, l, *a, *b, *acc),
+            },
             Op::Atomic {
                 kind,
                 ptr,

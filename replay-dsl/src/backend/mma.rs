@@ -1,0 +1,314 @@
+//! Tensor-core lowering of `dot`: whether a dot runs on `mma.sync`, the layout of its result and
+//! how its operands are staged in shared memory (the instructions are emitted by `ptx::mma`).
+//!
+//! The result of an mma dot is the accumulator fragment of `m16n8` (`c0, c1`: row `lane / 4`,
+//! column `2 (lane % 4) + {0, 1}`; `c2, c3`: the same 8 rows below), tiled over the warps along
+//! M, then along N (warps beyond the tile replicate), then over registers. As a linear layout:
+//! register bit 0 → column bit 0, register bit 1 → row bit 3, lane bits 0, 1 → column bits 1, 2,
+//! lane bits 2..4 → row bits 0..2, then the warp bits, then the remaining N and M bits in
+//! registers. Every group of 4 consecutive registers is therefore one `m16n8` tile.
+//!
+//! A `[M, K]` and B `[K, N]` are staged row-major in shared memory with padded rows, so that
+//! the fragment loads of a warp hit distinct banks. A dot of bf16 (or f16) operands, or of casts
+//! to f32 from them on both sides, runs `m16n8k16` on the 16-bit values, loaded with
+//! `ldmatrix`; other f32 dots run `m16n8k8` on tf32 parts (3xTF32), loaded element by element
+//! with `ld.shared` (an operand cast from a 16-bit float is staged as its source and widened).
+
+use super::layout::{Bit, Layout, LANE_BITS};
+use super::smem;
+use crate::ir::{Const, Inst, Kernel, Op, UnaryOp, Value};
+use crate::types::{DType, Elem};
+
+/// The operand type of an mma dot, which fixes the instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmaKind {
+    /// f32 operands: `m16n8k8` on tf32 parts (3xTF32).
+    Tf32,
+    /// bf16 operands: `m16n8k16`.
+    Bf16,
+    /// f16 operands: `m16n8k16`.
+    F16,
+}
+
+impl MmaKind {
+    /// K of one instruction.
+    pub fn k_step(self) -> usize {
+        match self {
+            MmaKind::Tf32 => 8,
+            MmaKind::Bf16 | MmaKind::F16 => 16,
+        }
+    }
+
+    /// The `mma.sync` instruction (without operands).
+    pub fn instruction(self) -> &'static str {
+        match self {
+            MmaKind::Tf32 => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+            MmaKind::Bf16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+            MmaKind::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        }
+    }
+}
+
+/// What an mma dot stages in shared memory for one operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Staged {
+    /// The value staged: the operand, or the 16-bit source of an operand that is its cast to f32.
+    pub value: Value,
+    /// Its element type.
+    pub elem: Elem,
+    /// Row pitch in elements (rows padded so that fragment loads avoid bank conflicts).
+    pub pitch: usize,
+}
+
+/// How one dot `[M, K] @ [K, N]` runs on tensor cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaPlan {
+    /// Instruction kind.
+    pub kind: MmaKind,
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// A, staged at byte 0.
+    pub a: Staged,
+    /// B, staged at byte `b_base`.
+    pub b: Staged,
+    /// Byte offset of staged B.
+    pub b_base: usize,
+    /// Shared-memory bytes of both operands.
+    pub bytes: usize,
+}
+
+/// The value staged for operand `v` and its element type: the source of a cast from f16 or bf16
+/// to f32 (exact, and half the shared memory), else `v` itself.
+fn staged_source<'k>(kernel: &Kernel, def: &dyn Fn(Value) -> Option<&'k Inst>, v: Value) -> (Value, Option<Elem>) {
+    let elem = |v: Value| kernel.ty(v).dtype.val();
+    match def(v).map(|d| &d.op) {
+        Some(Op::Cast(x, _)) if elem(v) == Some(Elem::F32) && matches!(elem(*x), Some(Elem::F16 | Elem::BF16)) => {
+            (*x, elem(*x))
+        }
+        _ => (v, elem(v)),
+    }
+}
+
+/// The tensor-core plan of the dot `a @ b` of `kernel` (`def` finds each value's definition),
+/// or `None` when it stays on CUDA cores: operands neither f32 nor both bf16 or both f16 (casts
+/// to f32 from them count as them), `M` not a multiple of 16, `N` of 8 or `K` of the
+/// instruction's K, or staged operands beyond the shared-memory limit.
+pub fn plan_of<'k>(kernel: &Kernel, def: &dyn Fn(Value) -> Option<&'k Inst>, a: Value, b: Value) -> Option<MmaPlan> {
+    let (ta, tb) = (kernel.ty(a), kernel.ty(b));
+    let (m, n, k) = (ta.shape[0], tb.shape[1], ta.shape[1]);
+    let ((va, ea), (vb, eb)) = (staged_source(kernel, def, a), staged_source(kernel, def, b));
+    let (ea, eb) = (ea?, eb?);
+    let kind = match (ea, eb) {
+        (Elem::BF16, Elem::BF16) => MmaKind::Bf16,
+        (Elem::F16, Elem::F16) => MmaKind::F16,
+        _ if ta.dtype == DType::Val(Elem::F32) => MmaKind::Tf32,
+        _ => return None,
+    };
+    if m % 16 != 0 || n % 8 != 0 || k % kind.k_step() != 0 {
+        return None;
+    }
+    let (sa, sb) = (ea.bytes(), eb.bytes());
+    // The 8 rows of an A fragment load (4 words or 16 bytes each) fall in distinct banks with
+    // a row pitch of an odd number of 16-byte units; so do B's 4 rows of 8 elements (tf32) or
+    // 8 rows of 16 bytes (`ldmatrix.trans`) with a pitch of an odd number of 8 elements.
+    let a = Staged {
+        value: va,
+        elem: ea,
+        pitch: odd_multiple(k, 16 / sa),
+    };
+    let b = Staged {
+        value: vb,
+        elem: eb,
+        pitch: odd_multiple(n, 8),
+    };
+    let b_base = (m * a.pitch * sa).div_ceil(16) * 16;
+    let bytes = b_base + k * b.pitch * sb;
+    (bytes <= smem::LIMIT).then_some(MmaPlan {
+        kind,
+        m,
+        n,
+        k,
+        a,
+        b,
+        b_base,
+        bytes,
+    })
+}
+
+/// The smallest odd multiple of `unit` that is at least `x` (`x` a multiple of `unit`).
+fn odd_multiple(x: usize, unit: usize) -> usize {
+    if (x / unit) % 2 == 1 {
+        x
+    } else {
+        x + unit
+    }
+}
+
+/// The layout of an mma dot's `[m, n]` result with `num_warps` warps (see the module doc).
+pub fn acc_layout(m: usize, n: usize, num_warps: u32) -> Layout {
+    let bit = |dim: u8, bit: u32| Bit { dim, bit: bit as u8 };
+    let (mb, nb) = (m.trailing_zeros(), n.trailing_zeros());
+    let mut lanes = vec![Some(bit(1, 1)), Some(bit(1, 2))];
+    lanes.extend((0..3).map(|i| Some(bit(0, i))));
+    debug_assert_eq!(lanes.len(), LANE_BITS);
+    let mut outer = (4..mb).map(|i| bit(0, i)).chain((3..nb).map(|i| bit(1, i)));
+    let warps: Vec<Option<Bit>> = (0..num_warps.trailing_zeros()).map(|_| outer.next()).collect();
+    // The remaining N bits, then M bits, in registers: n-tiles vary fastest.
+    let mut rest: Vec<Bit> = outer.collect();
+    rest.sort_by_key(|b| std::cmp::Reverse(b.dim));
+    let mut regs = vec![bit(1, 0), bit(0, 3)];
+    regs.extend(rest);
+    Layout {
+        shape: vec![m, n],
+        regs,
+        lanes,
+        warps,
+    }
+}
+
+/// True if every element of the f32 tile `v` is exactly a tf32 value (10 mantissa bits), so
+/// that its low part in the 3xTF32 split is zero: casts from f16, bf16 and f8e4m3, constants
+/// that are, and views, negations, absolute values, splats and selections of such values.
+pub fn exact_in_tf32<'k>(kernel: &Kernel, def: &dyn Fn(Value) -> Option<&'k Inst>, v: Value) -> bool {
+    let Some(inst) = def(v) else { return false };
+    let exact = |x: Value| exact_in_tf32(kernel, def, x);
+    match &inst.op {
+        Op::Cast(x, _) => match kernel.ty(*x).dtype {
+            DType::Val(Elem::F16 | Elem::BF16 | Elem::F8E4M3 | Elem::Bool) => true,
+            DType::Val(Elem::F32) => exact(*x),
+            _ => false,
+        },
+        Op::Const(Const::Float(c)) => (*c as f32).to_bits() & 0x1fff == 0,
+        Op::Const(_) => false,
+        Op::Broadcast(x) | Op::ExpandDims(x, _) | Op::Reshape(x) | Op::Trans(x) | Op::Splat(x) => exact(*x),
+        Op::Unary(UnaryOp::Neg | UnaryOp::Abs, x) => exact(*x),
+        Op::Select(_, x, y) => exact(*x) && exact(*y),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acc_layout_is_the_m16n8_fragment() {
+        let l = acc_layout(16, 8, 1);
+        // (register, lane) → (row, col) as in the PTX ISA's m16n8 accumulator figure.
+        for lane in 0..32usize {
+            for r in 0..4usize {
+                let (g, t) = (lane / 4, lane % 4);
+                let want = (g + 8 * (r / 2), 2 * t + r % 2);
+                let mut got = (l.reg_coord(r, 0), l.reg_coord(r, 1));
+                for (i, b) in l.lanes.iter().enumerate() {
+                    if lane >> i & 1 == 1 {
+                        let b = b.expect("lane bit used");
+                        if b.dim == 0 {
+                            got.0 |= 1 << b.bit;
+                        } else {
+                            got.1 |= 1 << b.bit;
+                        }
+                    }
+                }
+                assert_eq!(got, want, "lane {lane} register {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn warps_split_m_then_n_then_replicate() {
+        let l = acc_layout(64, 16, 8);
+        assert_eq!(
+            l.warps,
+            vec![
+                Some(Bit { dim: 0, bit: 4 }),
+                Some(Bit { dim: 0, bit: 5 }),
+                Some(Bit { dim: 1, bit: 3 })
+            ]
+        );
+        assert_eq!(l.num_regs(), 4);
+        let l = acc_layout(16, 8, 4);
+        assert_eq!(l.warps, vec![None, None]);
+        let l = acc_layout(64, 128, 4);
+        assert_eq!(l.num_regs(), 64);
+        assert_eq!(l.regs[2], Bit { dim: 1, bit: 3 });
+    }
+
+    #[test]
+    fn pitches_avoid_bank_conflicts() {
+        use crate::front::builder::trace;
+        use crate::front::tile::{Ptr, Tile};
+        use crate::prelude::*;
+        // (m, n, k, A bf16?, B cast from bf16?) → (kind, A elem, B elem, pitches).
+        for (m, n, k, a16, bcast, want) in [
+            (
+                64,
+                8,
+                128,
+                false,
+                true,
+                Some((MmaKind::Tf32, Elem::F32, Elem::BF16, 132, 8)),
+            ),
+            (
+                64,
+                64,
+                64,
+                false,
+                false,
+                Some((MmaKind::Tf32, Elem::F32, Elem::F32, 68, 72)),
+            ),
+            (
+                64,
+                64,
+                64,
+                true,
+                true,
+                Some((MmaKind::Bf16, Elem::BF16, Elem::BF16, 72, 72)),
+            ),
+            (8, 8, 8, false, false, None),
+            (16, 8, 8, true, true, None),
+            (64, 128, 64, false, false, None),
+        ] {
+            let param = |name: &str, e: Elem| crate::ir::Param {
+                name: name.into(),
+                dtype: DType::Ptr(e),
+                divisibility: 16,
+            };
+            let kernel = trace(
+                "d",
+                vec![param("a", Elem::BF16), param("b", Elem::BF16)],
+                vec![],
+                4,
+                |p| {
+                    let pa = Tile::<Ptr<bf16>>::from_value(p[0]);
+                    let pb = Tile::<Ptr<bf16>>::from_value(p[1]);
+                    let offs = |r: usize, c: usize| (arange(r) * c as i32).expand_dims(1) + arange(c).expand_dims(0);
+                    let a = load(pa + offs(m, k), true).cast::<f32>();
+                    let a = if a16 { a } else { a * 2.0f32 };
+                    let b = load(pb + offs(k, n), true).cast::<f32>();
+                    let b = if bcast { b } else { b * 2.0f32 };
+                    store(pa + offs(m, n), dot(a, b).cast::<bf16>(), true);
+                },
+            )
+            .unwrap();
+            let mut defs = std::collections::HashMap::new();
+            crate::ir::walk_insts(&kernel.body, &mut |i: &Inst| {
+                for r in &i.results {
+                    defs.insert(*r, i.clone());
+                }
+            });
+            let mut got = None;
+            crate::ir::walk_insts(&kernel.body, &mut |i: &Inst| {
+                if let Op::Dot { a, b, .. } = i.op {
+                    let p = plan_of(&kernel, &|v| defs.get(&v), a, b);
+                    got = Some(p.map(|p| (p.kind, p.a.elem, p.b.elem, p.a.pitch, p.b.pitch)));
+                }
+            });
+            assert_eq!(got, Some(want), "{m}x{n}x{k}");
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! `acc + a @ b` on tensor cores, as planned by [`crate::backend::mma`]: A and B are staged in
+//! shared memory with padded rows, then each warp runs a loop over K that loads its fragments
+//! (`ld.shared` for tf32, `ldmatrix` for 16-bit types) and issues one `mma.sync` per `m16n8`
+//! tile of its registers and per term. f32 operands are split into tf32 parts, `x = hi + lo`
+//! (3xTF32): the terms `a_lo·b_hi`, `a_hi·b_lo`, `a_hi·b_hi` accumulate in that order, and the
+//! terms of an operand exact in tf32 (a cast from a 16-bit float) have no low part; such a cast
+//! is staged as its 16-bit source and widened as its fragments load.
+//! The tensor cores round their f32 sums toward zero, so the products of one k-step are summed
+//! from zero into a fresh fragment, which is then added to the accumulator with `add.rn.f32`:
+//! the truncation errors stay relative to one k-step's sum, and the mmas of consecutive k-steps
+//! do not wait on one another.
+
+use super::convert::{mem_bytes, mem_type};
+use super::regs::{f32_imm, Class, Reg};
+use super::Emitter;
+use crate::backend::layout::{LayoutId, LANE_BITS};
+use crate::backend::mma::{exact_in_tf32, MmaKind, MmaPlan, Staged};
+use crate::error::CompileError;
+use crate::ir::Value;
+use crate::types::{DType, Elem};
+
+/// The most fragment words loaded per iteration of the K loop (k-steps are unrolled up to it).
+const FRAG_WORDS: usize = 32;
+/// The most k-steps unrolled per iteration of the K loop.
+const MAX_UNROLL: usize = 8;
+
+/// An operand fragment: the words passed to `mma`, and the low tf32 parts when it has them.
+struct Frag {
+    hi: Vec<Reg>,
+    lo: Option<Vec<Reg>>,
+}
+
+/// `(thread-id bit, coordinate bit)` pairs of lane bits `lanes` landing on bits from `to`.
+fn lane_bits(lanes: std::ops::Range<u32>, to: u32) -> Vec<(u32, u32)> {
+    lanes.clone().map(|l| (l, l - lanes.start + to)).collect()
+}
+
+impl Emitter<'_> {
+    /// The dot product result in the mma accumulator layout `lc`.
+    pub(super) fn dot_mma(
+        &mut self,
+        r: Value,
+        lc: LayoutId,
+        (a, b, acc): (Value, Value, Value),
+        p: MmaPlan,
+    ) -> Result<Vec<Reg>, CompileError> {
+        let ops = {
+            let inst = self.asg.def(r).expect("dot has a definition");
+            self.asg.operand_layouts(inst)
+        };
+        let ((va, la), (vb, lb)) = (ops[0], ops[1]);
+        let split = |e: &Self, v: Value, st: Staged| {
+            p.kind == MmaKind::Tf32 && st.elem == Elem::F32 && !exact_in_tf32(e.k, &|x| e.asg.def(x), v)
+        };
+        let (split_a, split_b) = (split(self, a, p.a), split(self, b, p.b));
+        let (ra, rb, racc) = (self.get(va, la)?, self.get(vb, lb)?, self.get(acc, lc)?);
+        self.smem_begin(p.bytes);
+        self.stage(&ra, DType::Val(p.a.elem), la, 0, p.a.pitch);
+        self.stage(&rb, DType::Val(p.b.elem), lb, p.b_base, p.b.pitch);
+        emit!(self, "bar.sync 0");
+
+        // The m16n8 tiles of this thread: every 4 registers, by their register coordinates.
+        let layout = self.asg.layout(lc).clone();
+        let nregs = layout.num_regs();
+        let tiles: Vec<(usize, usize)> = (0..nregs)
+            .step_by(4)
+            .map(|q| (layout.reg_coord(q, 0), layout.reg_coord(q, 1)))
+            .collect();
+        let mut rows: Vec<usize> = tiles.iter().map(|t| t.0).collect();
+        let mut cols: Vec<usize> = tiles.iter().map(|t| t.1).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        cols.sort_unstable();
+        cols.dedup();
+        let warp = |d: usize| -> Vec<(u32, u32)> {
+            let on = |b: &Option<crate::backend::layout::Bit>| b.filter(|b| b.dim as usize == d);
+            (layout.warps.iter().enumerate())
+                .filter_map(|(i, b)| on(b).map(|b| ((LANE_BITS + i) as u32, b.bit as u32)))
+                .collect()
+        };
+        // `ldmatrix.x4.trans` loads two n-tiles whose columns differ by a constant power of two.
+        let pair = (p.kind != MmaKind::Tf32 && cols.len() >= 2)
+            .then(|| cols[1] - cols[0])
+            .filter(|d| cols.chunks(2).all(|c| c.len() == 2 && c[1] - c[0] == *d));
+
+        // Per-thread fragment addresses at k = 0.
+        let (sa, sb) = (p.a.elem.bytes(), p.b.elem.bytes());
+        let (pa, pb) = match p.kind {
+            MmaKind::Tf32 => {
+                let ar = [lane_bits(2..5, 0), warp(0)].concat();
+                let pa = self.frag_addr(0, &ar, &lane_bits(0..2, 0), p.a.pitch, sa);
+                let bc = [lane_bits(2..5, 0), warp(1)].concat();
+                let pb = self.frag_addr(p.b_base, &lane_bits(0..2, 0), &bc, p.b.pitch, sb);
+                (pa, pb)
+            }
+            MmaKind::Bf16 | MmaKind::F16 => {
+                let ar = [lane_bits(0..4, 0), warp(0)].concat();
+                let pa = self.frag_addr(0, &ar, &[(4, 3)], p.a.pitch, sa);
+                let mut bc = warp(1);
+                if let Some(d) = pair {
+                    bc.push((4, d.trailing_zeros()));
+                }
+                let pb = self.frag_addr(p.b_base, &lane_bits(0..4, 0), &bc, p.b.pitch, sb);
+                (pa, pb)
+            }
+        };
+
+        // k-steps per iteration.
+        let ks = p.kind.k_step();
+        let steps = p.k / ks;
+        let words = rows.len() * 4 * (1 + usize::from(split_a)) + cols.len() * 2 * (1 + usize::from(split_b));
+        let mut unroll = 1;
+        while steps.is_multiple_of(2 * unroll) && 2 * unroll * words <= FRAG_WORDS && 2 * unroll <= MAX_UNROLL {
+            unroll *= 2;
+        }
+        let c: Vec<Reg> = self.regs_n(Class::F32, nregs);
+        for (d, x) in c.iter().zip(&racc) {
+            emit!(self, "mov.f32 {d}, {x}");
+        }
+        let zero = self.reg(Class::F32);
+        emit!(self, "mov.f32 {zero}, {}", f32_imm(0.0));
+
+        let iters = steps / unroll;
+        let (kk, top) = (self.reg(Class::B32), self.label());
+        if iters > 1 {
+            emit!(self, "mov.u32 {kk}, 0");
+            self.place(&top);
+        }
+        for u in 0..unroll {
+            let afr: Vec<Frag> = rows
+                .iter()
+                .map(|&m0| self.a_frag(p, pa, (m0 * p.a.pitch + u * ks) * sa, split_a))
+                .collect();
+            let bfr: Vec<Frag> = self.b_frags(p, pb, u * ks * p.b.pitch * sb, &cols, pair, split_b);
+            for (q, (m0, n0)) in tiles.iter().enumerate() {
+                let fa = &afr[rows.binary_search(m0).expect("row tile")];
+                let fb = &bfr[cols.binary_search(n0).expect("column tile")];
+                let mut terms: Vec<(&[Reg], &[Reg])> = Vec::with_capacity(3);
+                if let Some(lo) = &fa.lo {
+                    terms.push((lo, &fb.hi));
+                }
+                if let Some(lo) = &fb.lo {
+                    terms.push((&fa.hi, lo));
+                }
+                terms.push((&fa.hi, &fb.hi));
+                let t = self.regs_n(Class::F32, 4);
+                let mut from = [zero; 4];
+                for (x, y) in terms {
+                    self.mma(p.kind, &t, x, y, &from);
+                    from.copy_from_slice(&t);
+                }
+                for (d, x) in c[4 * q..4 * q + 4].iter().zip(&t) {
+                    emit!(self, "add.rn.f32 {d}, {d}, {x}");
+                }
+            }
+        }
+        if iters > 1 {
+            let pr = self.reg(Class::Pred);
+            emit!(self, "add.s32 {pa}, {pa}, {}", unroll * ks * sa);
+            emit!(self, "add.s32 {pb}, {pb}, {}", unroll * ks * p.b.pitch * sb);
+            emit!(self, "add.s32 {kk}, {kk}, 1");
+            emit!(self, "setp.lt.u32 {pr}, {kk}, {iters}");
+            emit!(self, "@{pr} bra {top}");
+        }
+        Ok(c)
+    }
+
+    /// Writes a 2-D tile held in layout `l` to shared memory at byte `base`, row-major with a
+    /// row pitch of `pitch` elements.
+    fn stage(&mut self, regs: &[Reg], dtype: DType, l: LayoutId, base: usize, pitch: usize) {
+        let s = mem_bytes(dtype);
+        let layout = self.asg.layout(l).clone();
+        let sm = self.smem_base();
+        let addr = self.reg(Class::B32);
+        match self.thread_coord(l, 0) {
+            Some(t) => emit!(self, "mad.lo.s32 {addr}, {t}, {}, {sm}", pitch * s),
+            None => emit!(self, "mov.u32 {addr}, {sm}"),
+        }
+        if let Some(t) = self.thread_coord(l, 1) {
+            emit!(self, "mad.lo.s32 {addr}, {t}, {s}, {addr}");
+        }
+        let contiguous = (layout.regs.iter().enumerate())
+            .take_while(|(i, b)| b.dim == 1 && b.bit as usize == *i)
+            .count();
+        let vw = (1usize << contiguous).min(16 / s).min(4);
+        let t = mem_type(dtype);
+        for g in (0..regs.len()).step_by(vw) {
+            let off = base + (layout.reg_coord(g, 0) * pitch + layout.reg_coord(g, 1)) * s;
+            let names: Vec<String> = regs[g..g + vw].iter().map(Reg::to_string).collect();
+            if vw == 1 {
+                emit!(self, "st.shared.{t} [{addr}+{off}], {}", names[0]);
+            } else {
+                emit!(self, "st.shared.v{vw}.{t} [{addr}+{off}], {{{}}}", names.join(", "));
+            }
+        }
+    }
+
+    /// `smem + base + (row · pitch + col) · s` where `row` and `col` gather thread-id bits.
+    fn frag_addr(&mut self, base: usize, row: &[(u32, u32)], col: &[(u32, u32)], pitch: usize, s: usize) -> Reg {
+        let sm = self.smem_base();
+        let (tr, tc) = (self.gather(row), self.gather(col));
+        let addr = self.reg(Class::B32);
+        match tr {
+            Some(t) => emit!(self, "mad.lo.s32 {addr}, {t}, {}, {sm}", pitch * s),
+            None => emit!(self, "mov.u32 {addr}, {sm}"),
+        }
+        if let Some(t) = tc {
+            emit!(self, "mad.lo.s32 {addr}, {t}, {s}, {addr}");
+        }
+        if base > 0 {
+            emit!(self, "add.s32 {addr}, {addr}, {base}");
+        }
+        addr
+    }
+
+    /// The A fragment of one m16 tile and k-step at byte `off` from the thread's address.
+    fn a_frag(&mut self, p: MmaPlan, pa: Reg, off: usize, split: bool) -> Frag {
+        match p.kind {
+            MmaKind::Tf32 => {
+                // a0: (g, t), a1: (g + 8, t), a2: (g, t + 4), a3: (g + 8, t + 4).
+                let s = p.a.elem.bytes();
+                let (down, right) = (8 * p.a.pitch * s, 4 * s);
+                let offs = [off, off + down, off + right, off + down + right];
+                let words = offs.map(|o| self.ld_tf32(p.a.elem, pa, o));
+                self.tf32_frag(&words, split)
+            }
+            MmaKind::Bf16 | MmaKind::F16 => {
+                let w = self.regs_n(Class::B32, 4);
+                emit!(
+                    self,
+                    "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{}, {}, {}, {}}}, [{pa}+{off}]",
+                    w[0],
+                    w[1],
+                    w[2],
+                    w[3]
+                );
+                Frag { hi: w, lo: None }
+            }
+        }
+    }
+
+    /// The B fragments of the n8 tiles `cols` for one k-step at byte `off` from the thread's
+    /// address (tiles loaded two at a time `pair` columns apart, for `ldmatrix`).
+    fn b_frags(
+        &mut self,
+        p: MmaPlan,
+        pb: Reg,
+        off: usize,
+        cols: &[usize],
+        pair: Option<usize>,
+        split: bool,
+    ) -> Vec<Frag> {
+        let s = p.b.elem.bytes();
+        match (p.kind, pair) {
+            (MmaKind::Tf32, _) => cols
+                .iter()
+                .map(|&n0| {
+                    // b0: (k = t, n = g), b1: (t + 4, g).
+                    let o = off + n0 * s;
+                    let words = [o, o + 4 * p.b.pitch * s].map(|o| self.ld_tf32(p.b.elem, pb, o));
+                    self.tf32_frag(&words, split)
+                })
+                .collect(),
+            (_, Some(_)) => {
+                let mut out = Vec::with_capacity(cols.len());
+                for c in cols.chunks(2) {
+                    let w = self.regs_n(Class::B32, 4);
+                    emit!(
+                        self,
+                        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{}, {}, {}, {}}}, [{pb}+{}]",
+                        w[0],
+                        w[1],
+                        w[2],
+                        w[3],
+                        off + c[0] * s
+                    );
+                    out.push(Frag {
+                        hi: w[..2].to_vec(),
+                        lo: None,
+                    });
+                    out.push(Frag {
+                        hi: w[2..].to_vec(),
+                        lo: None,
+                    });
+                }
+                out
+            }
+            (_, None) => cols
+                .iter()
+                .map(|&n0| {
+                    let w = self.regs_n(Class::B32, 2);
+                    emit!(
+                        self,
+                        "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{}, {}}}, [{pb}+{}]",
+                        w[0],
+                        w[1],
+                        off + n0 * s
+                    );
+                    Frag { hi: w, lo: None }
+                })
+                .collect(),
+        }
+    }
+
+    /// One staged element of type `e` from shared memory as an f32 word.
+    fn ld_tf32(&mut self, e: Elem, addr: Reg, off: usize) -> Reg {
+        let w = self.reg(Class::B32);
+        match e {
+            Elem::BF16 => {
+                let x = self.reg(Class::B32);
+                emit!(self, "ld.shared.u16 {x}, [{addr}+{off}]");
+                emit!(self, "shl.b32 {w}, {x}, 16");
+            }
+            Elem::F16 => {
+                let h = self.reg(Class::B16);
+                emit!(self, "ld.shared.b16 {h}, [{addr}+{off}]");
+                emit!(self, "cvt.f32.f16 {w}, {h}");
+            }
+            _ => emit!(self, "ld.shared.b32 {w}, [{addr}+{off}]"),
+        }
+        w
+    }
+
+    /// A tf32 fragment of f32 words: the words themselves when exact, else their 3xTF32 split
+    /// `hi = tf32(x)`, `lo = tf32(x − hi)`.
+    fn tf32_frag(&mut self, words: &[Reg], split: bool) -> Frag {
+        if !split {
+            return Frag {
+                hi: words.to_vec(),
+                lo: None,
+            };
+        }
+        let (mut hi, mut lo) = (Vec::new(), Vec::new());
+        for x in words {
+            let (h, d, l) = (self.reg(Class::B32), self.reg(Class::B32), self.reg(Class::B32));
+            emit!(self, "cvt.rna.tf32.f32 {h}, {x}");
+            emit!(self, "sub.f32 {d}, {x}, {h}");
+            emit!(self, "cvt.rna.tf32.f32 {l}, {d}");
+            hi.push(h);
+            lo.push(l);
+        }
+        Frag { hi, lo: Some(lo) }
+    }
+
+    /// `d = a · b + c` for one m16n8 tile.
+    fn mma(&mut self, kind: MmaKind, d: &[Reg], a: &[Reg], b: &[Reg], c: &[Reg]) {
+        let list = |rs: &[Reg]| rs.iter().map(Reg::to_string).collect::<Vec<_>>().join(", ");
+        let (d, a, b, c) = (list(d), list(a), list(b), list(c));
+        emit!(self, "{} {{{d}}}, {{{a}}}, {{{b}}}, {{{c}}}", kind.instruction());
+    }
+}

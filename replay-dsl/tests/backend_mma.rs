@@ -1,0 +1,145 @@
+//! Tensor-core dots: shapes that fit `mma.sync` use it (tf32 with the 3xTF32 split for f32
+//! operands, bf16 / f16 otherwise), odd shapes stay on CUDA cores, and every kernel assembles
+//! with ptxas for sm_90a and sm_100a without spills.
+
+#[path = "shared/dot.rs"]
+mod dot;
+#[path = "prop_util.rs"]
+mod util;
+
+use dot::{kernel, DotCase, Operands};
+use replay_dsl::{compile, Target};
+use std::path::PathBuf;
+use std::process::Command;
+
+const TF32: &str = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+const BF16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+const F16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+
+/// Assembles `ptx` with `ptxas -v` for `target`; returns the registers used, after checking
+/// that nothing spills.
+fn assemble(name: &str, target: Target, ptx: &str) -> u32 {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("backend_mma");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}_{}.ptx", target.arch()));
+    std::fs::write(&file, ptx).unwrap();
+    let out = Command::new(util::ptxas())
+        .args(["-arch", target.arch(), "-v", "-o", "/dev/null"])
+        .arg(&file)
+        .output()
+        .expect("run ptxas");
+    let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ptxas -arch={} rejected {name}:\n{log}\n{ptx}",
+        target.arch()
+    );
+    assert!(
+        log.contains("0 bytes spill stores, 0 bytes spill loads"),
+        "{name} spills on {}:\n{log}",
+        target.arch()
+    );
+    log.split("Used ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no register count:\n{log}"))
+}
+
+/// The PTX of `c` for both targets (sm_90a first), each assembled without spills.
+fn ptx(c: DotCase) -> Vec<String> {
+    let k = kernel(c);
+    Target::ALL
+        .iter()
+        .map(|&t| {
+            let ptx = compile(&k, t).unwrap_or_else(|e| panic!("{c:?} on {t}: {e}")).ptx;
+            let regs = assemble(&k.name, t, &ptx);
+            println!("{c:?} {}: {regs} registers", t.arch());
+            ptx
+        })
+        .collect()
+}
+
+fn case(m: usize, n: usize, k: usize, warps: u32, ops: Operands, acc: bool) -> DotCase {
+    DotCase {
+        m,
+        n,
+        k,
+        warps,
+        ops,
+        acc,
+    }
+}
+
+/// mma instructions per thread of one m16n8 tile: the product of the k-steps and the terms.
+fn per_tile(ops: Operands, k: usize) -> usize {
+    match ops {
+        Operands::F32 => 3 * k / 8,
+        Operands::F32Bf16Cast | Operands::F16CastF32 => 2 * k / 8,
+        Operands::Bf16 | Operands::F16 => k / 16,
+    }
+}
+
+#[test]
+fn eligible_shapes_use_mma() {
+    for ops in Operands::ALL {
+        for (m, n, k, warps) in [(64, 8, 128, 4), (16, 8, 16, 1), (64, 64, 64, 8), (128, 16, 32, 4)] {
+            for acc in [false, true] {
+                let c = case(m, n, k, warps, ops, acc);
+                for p in ptx(c) {
+                    let inst = match ops {
+                        Operands::Bf16 => BF16,
+                        Operands::F16 => F16,
+                        _ => TF32,
+                    };
+                    let count = p.matches(inst).count();
+                    assert!(count > 0, "{c:?}: no {inst}\n{p}");
+                    assert!(!p.contains("fma.rn.f32"), "{c:?}: CUDA-core FMAs left\n{p}");
+                    // The K loop is unrolled into at least one and at most all k-steps.
+                    let tiles = (m / 16 * n / 8).div_ceil(warps as usize);
+                    let total = per_tile(ops, k) * tiles;
+                    assert!(
+                        count <= total && total.is_multiple_of(count),
+                        "{c:?}: {count} of {total} mmas"
+                    );
+                    let split = p.contains("cvt.rna.tf32.f32");
+                    assert_eq!(split, !matches!(ops, Operands::Bf16 | Operands::F16), "{c:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn exact_operands_have_no_low_part() {
+    // f32 @ bf16-cast: only A is split, so 2 mma per k-step, and B needs no cvt.
+    let p = &ptx(case(64, 8, 128, 4, Operands::F32Bf16Cast, false))[0];
+    let mmas = p.matches(TF32).count();
+    let cvts = p.matches("cvt.rna.tf32.f32").count();
+    assert_eq!(
+        cvts,
+        2 * 4 * mmas / 2,
+        "{mmas} mma, {cvts} cvt (4 A words split per k-step)\n{p}"
+    );
+    // f32 @ f32: both split, 3 mma per k-step.
+    let p = &ptx(case(16, 8, 8, 1, Operands::F32, false))[0];
+    assert_eq!(p.matches(TF32).count(), 3);
+    assert_eq!(p.matches("cvt.rna.tf32.f32").count(), 2 * (4 + 2));
+}
+
+#[test]
+fn odd_shapes_stay_on_cuda_cores() {
+    for (m, n, k, ops) in [
+        (8, 8, 16, Operands::F32),
+        (16, 4, 16, Operands::F32),
+        (32, 8, 4, Operands::F32),
+        (16, 8, 8, Operands::Bf16),
+        (4, 64, 32, Operands::F16),
+    ] {
+        let c = case(m, n, k, 4, ops, true);
+        for p in ptx(c) {
+            assert!(!p.contains("mma.sync"), "{c:?}\n{p}");
+            assert!(p.contains("fma.rn.f32"), "{c:?}\n{p}");
+        }
+    }
+}

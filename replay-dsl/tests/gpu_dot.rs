@@ -1,0 +1,155 @@
+//! `dot` / `dot_acc` on the GPU against the interpreter: for each shape (M 16..128, N 8..64,
+//! K 8..128), operand types (f32 × f32, f32 × bf16-cast, f16-cast × f32, bf16 × bf16,
+//! f16 × f16), with and without a loaded accumulator, at 1, 4 and 8 warps, on fresh random
+//! inputs (seed printed; `REPLAY_SEED` replays) and a poisoned output, every element must
+//! satisfy `|gpu − interpreter| ≤ 1e-6 · (|acc| + Σ_k |a_ik| |b_kj|)` (docs/SEMANTICS.md,
+//! `Dot`). Shapes that fit the tensor cores run `mma.sync` (3xTF32 for f32 operands); the
+//! others the CUDA-core loop. A failure lists the worst elements with the exact (f64) value.
+//!
+//! Without a CUDA GPU the test prints "skipped: no CUDA GPU" and passes.
+
+#[path = "shared/dot.rs"]
+mod dot;
+#[path = "prop_util.rs"]
+mod util;
+
+use dot::{kernel, DotCase, Operands};
+use replay_dsl::{compile, Elem};
+use replay_runtime::driver::buffer::decode_f64;
+use util::*;
+
+/// The bound on `|gpu − interpreter|` relative to `|acc| + Σ_k |a_ik| |b_kj|`.
+const TOL: f64 = 1e-6;
+/// Programs per launch (each its own matrices).
+const PROGRAMS: usize = 2;
+
+/// `len` random elements of `e`: f32 of random sign and magnitude in `[2^-4, 2^4)`, rounded
+/// to `e`; returned as buffer bytes and as the values the kernel sees.
+fn random(rng: &mut Rand, e: Elem, len: usize) -> (HArg, Vec<f64>) {
+    let xs: Vec<f32> = (0..len)
+        .map(|_| rng.f32(-1.0, 1.0) * (2.0f32).powi(rng.int(-3, 4) as i32))
+        .collect();
+    let arg = match e {
+        Elem::F32 => HArg::buf(&xs),
+        Elem::BF16 => HArg::buf(&xs.iter().map(|&x| half::bf16::from_f32(x)).collect::<Vec<_>>()),
+        Elem::F16 => HArg::buf(&xs.iter().map(|&x| half::f16::from_f32(x)).collect::<Vec<_>>()),
+        _ => unreachable!("dot operands are floats"),
+    };
+    let HArg::Buf(_, bytes) = &arg else { unreachable!() };
+    let vals = decode_f64(e, bytes);
+    (arg, vals)
+}
+
+/// The result of one case: the largest error ratio seen, or a failure report.
+fn run_case(gpu: &Gpu, rng: &mut Rand, c: DotCase) -> Result<f64, String> {
+    let k = kernel(c);
+    let (ea, eb) = c.ops.elems();
+    let (m, n, kk) = (c.m, c.n, c.k);
+    let (a, av) = random(rng, ea, PROGRAMS * m * kk);
+    let (b, bv) = random(rng, eb, PROGRAMS * kk * n);
+    let (acc, cv) = random(rng, Elem::F32, PROGRAMS * m * n);
+    let cv: Vec<f64> = if c.acc { cv } else { vec![0.0; cv.len()] };
+    let args = vec![a, b, acc, HArg::poisoned(Elem::F32, PROGRAMS * m * n)];
+    let grid = [PROGRAMS as u32, 1, 1];
+    let want = run_interp(&k, grid, &args)?;
+    let got = gpu.run(&k, grid, &args)?;
+    let (want, got) = (f32s(&want[3]), f32s(&got[3]));
+    let mut worst = 0.0f64;
+    let mut bad = vec![];
+    for p in 0..PROGRAMS {
+        for i in 0..m {
+            for j in 0..n {
+                let idx = p * m * n + i * n + j;
+                let (mut exact, mut scale) = (cv[idx], cv[idx].abs());
+                for l in 0..kk {
+                    let prod = av[p * m * kk + i * kk + l] * bv[p * kk * n + l * n + j];
+                    exact += prod;
+                    scale += prod.abs();
+                }
+                let err = (got[idx] as f64 - want[idx] as f64).abs();
+                let ratio = if got[idx].is_nan() { f64::INFINITY } else { err / scale };
+                worst = worst.max(ratio);
+                if ratio > TOL || ratio.is_nan() {
+                    bad.push((
+                        ratio,
+                        format!(
+                            "  program {p} [{i}, {j}]: GPU {:e}, interpreter {:e}, exact {exact:e}, \
+                             Σ|a||b|+|acc| {scale:e}, |gpu − interp| / that = {ratio:.3e}",
+                            got[idx], want[idx]
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if bad.is_empty() {
+        return Ok(worst);
+    }
+    let count = bad.len();
+    bad.sort_by(|x, y| y.0.total_cmp(&x.0));
+    let lines: Vec<String> = bad.into_iter().take(12).map(|b| b.1).collect();
+    Err(format!(
+        "{c:?} ({}): {count} of {} elements beyond {TOL:e}; worst first:\n{}",
+        engine(&k, gpu),
+        PROGRAMS * m * n,
+        lines.join("\n")
+    ))
+}
+
+/// Which instructions the GPU ran: "mma.sync" or "CUDA cores".
+fn engine(k: &replay_dsl::ir::Kernel, gpu: &Gpu) -> &'static str {
+    match gpu.target().map(|t| compile(k, t)) {
+        Some(Ok(c)) if c.ptx.contains("mma.sync") => "mma.sync",
+        Some(Ok(_)) => "CUDA cores",
+        _ => "?",
+    }
+}
+
+#[test]
+fn dots_match_the_interpreter() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rand::for_test("dots_match_the_interpreter");
+    let shapes = [
+        (16, 8, 8),
+        (16, 8, 16),
+        (32, 16, 32),
+        (64, 8, 128),
+        (64, 64, 64),
+        (128, 8, 16),
+        (128, 64, 32),
+        (16, 64, 128),
+        (64, 32, 64),
+        (8, 8, 16),
+    ];
+    let mut failures = vec![];
+    let mut summary = vec![];
+    for (m, n, k) in shapes {
+        for ops in Operands::ALL {
+            for warps in [1, 4, 8] {
+                for acc in [false, true] {
+                    let c = DotCase {
+                        m,
+                        n,
+                        k,
+                        warps,
+                        ops,
+                        acc,
+                    };
+                    match run_case(&gpu, &mut rng, c) {
+                        Ok(worst) => summary.push(format!("{c:?}: worst {worst:.2e}")),
+                        Err(e) => failures.push(e),
+                    }
+                }
+            }
+        }
+    }
+    println!("{}", summary.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed on {}:\n{}",
+        failures.len(),
+        failures.len() + summary.len(),
+        gpu.name(),
+        failures.join("\n\n")
+    );
+}

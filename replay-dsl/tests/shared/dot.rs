@@ -1,0 +1,130 @@
+//! Dot kernels shared by the backend tests (`backend_mma.rs`) and the GPU differential test
+//! (`gpu_dot.rs`): one `[M, K] @ [K, N]` product per program, with the operands in one of
+//! several element-type combinations.
+#![allow(dead_code)]
+
+use replay_dsl::front::builder::trace;
+use replay_dsl::front::tile::Tile;
+use replay_dsl::ir::{Kernel, Param, Value};
+use replay_dsl::prelude::*;
+use replay_dsl::{DType, Elem};
+
+/// The operand types of a dot case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operands {
+    /// f32 @ f32.
+    F32,
+    /// f32 @ (bf16 cast to f32): B exact in tf32.
+    F32Bf16Cast,
+    /// (f16 cast to f32) @ f32: A exact in tf32.
+    F16CastF32,
+    /// bf16 @ bf16.
+    Bf16,
+    /// f16 @ f16.
+    F16,
+}
+
+impl Operands {
+    /// Every combination.
+    pub const ALL: [Operands; 5] = [
+        Operands::F32,
+        Operands::F32Bf16Cast,
+        Operands::F16CastF32,
+        Operands::Bf16,
+        Operands::F16,
+    ];
+
+    /// The element types of A and B in memory.
+    pub fn elems(self) -> (Elem, Elem) {
+        match self {
+            Operands::F32 => (Elem::F32, Elem::F32),
+            Operands::F32Bf16Cast => (Elem::F32, Elem::BF16),
+            Operands::F16CastF32 => (Elem::F16, Elem::F32),
+            Operands::Bf16 => (Elem::BF16, Elem::BF16),
+            Operands::F16 => (Elem::F16, Elem::F16),
+        }
+    }
+}
+
+/// One dot kernel configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DotCase {
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// The reduced extent.
+    pub k: usize,
+    /// Warps per program.
+    pub warps: u32,
+    /// Operand types.
+    pub ops: Operands,
+    /// `dot_acc` with a loaded accumulator (else `dot`).
+    pub acc: bool,
+}
+
+fn param(name: &str, e: Elem) -> Param {
+    Param {
+        name: name.into(),
+        dtype: DType::Ptr(e),
+        divisibility: 16,
+    }
+}
+
+fn tile_ptr<T: Scalar>(v: Value) -> Tile<Ptr<T>> {
+    Tile::from_value(v)
+}
+
+/// Row-major offsets `[rows, cols]` of program `pid`'s matrix.
+fn offsets(rows: usize, cols: usize) -> Tile<i32> {
+    program_id(0) * (rows * cols) as i32 + (arange(rows) * cols as i32).expand_dims(1) + arange(cols).expand_dims(0)
+}
+
+/// `out = acc + a @ b` (or `a @ b`) per program, with parameters `a`, `b`, `acc`, `out`.
+pub fn kernel(c: DotCase) -> Kernel {
+    let (ea, eb) = c.ops.elems();
+    let params = vec![
+        param("a", ea),
+        param("b", eb),
+        param("acc", Elem::F32),
+        param("out", Elem::F32),
+    ];
+    let name = format!("dot_{}x{}x{}_{:?}", c.m, c.n, c.k, c.ops).to_lowercase();
+    trace(&name, params, vec![], c.warps, |p| {
+        let (ao, bo, co) = (offsets(c.m, c.k), offsets(c.k, c.n), offsets(c.m, c.n));
+        let acc = if c.acc {
+            load(tile_ptr::<f32>(p[2]) + co, true)
+        } else {
+            zeros::<f32>([c.m, c.n])
+        };
+        let r = match c.ops {
+            Operands::F32 => dot_acc(
+                load(tile_ptr::<f32>(p[0]) + ao, true),
+                load(tile_ptr::<f32>(p[1]) + bo, true),
+                acc,
+            ),
+            Operands::F32Bf16Cast => dot_acc(
+                load(tile_ptr::<f32>(p[0]) + ao, true),
+                load(tile_ptr::<bf16>(p[1]) + bo, true).cast::<f32>(),
+                acc,
+            ),
+            Operands::F16CastF32 => dot_acc(
+                load(tile_ptr::<f16>(p[0]) + ao, true).cast::<f32>(),
+                load(tile_ptr::<f32>(p[1]) + bo, true),
+                acc,
+            ),
+            Operands::Bf16 => dot_acc(
+                load(tile_ptr::<bf16>(p[0]) + ao, true),
+                load(tile_ptr::<bf16>(p[1]) + bo, true),
+                acc,
+            ),
+            Operands::F16 => dot_acc(
+                load(tile_ptr::<f16>(p[0]) + ao, true),
+                load(tile_ptr::<f16>(p[1]) + bo, true),
+                acc,
+            ),
+        };
+        store(tile_ptr::<f32>(p[3]) + co, r, true);
+    })
+    .unwrap_or_else(|e| panic!("tracing {c:?}: {e}"))
+}
