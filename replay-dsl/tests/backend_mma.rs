@@ -76,7 +76,7 @@ fn per_tile(ops: Operands, k: usize) -> usize {
     match ops {
         Operands::F32 => 3 * k / 8,
         Operands::F32Bf16Cast | Operands::F16CastF32 => 2 * k / 8,
-        Operands::Bf16 | Operands::F16 => k / 16,
+        Operands::Bf16 | Operands::F16 | Operands::Bf16Casts => k / 16,
     }
 }
 
@@ -88,7 +88,7 @@ fn eligible_shapes_use_mma() {
                 let c = case(m, n, k, warps, ops, acc);
                 for p in ptx(c) {
                     let inst = match ops {
-                        Operands::Bf16 => BF16,
+                        Operands::Bf16 | Operands::Bf16Casts => BF16,
                         Operands::F16 => F16,
                         _ => TF32,
                     };
@@ -103,7 +103,8 @@ fn eligible_shapes_use_mma() {
                         "{c:?}: {count} of {total} mmas"
                     );
                     let split = p.contains("cvt.rna.tf32.f32");
-                    assert_eq!(split, !matches!(ops, Operands::Bf16 | Operands::F16), "{c:?}");
+                    let tf32 = !matches!(ops, Operands::Bf16 | Operands::F16 | Operands::Bf16Casts);
+                    assert_eq!(split, tf32, "{c:?}");
                 }
             }
         }
@@ -140,6 +141,25 @@ fn odd_shapes_stay_on_cuda_cores() {
         for p in ptx(c) {
             assert!(!p.contains("mma.sync"), "{c:?}\n{p}");
             assert!(p.contains("fma.rn.f32"), "{c:?}\n{p}");
+        }
+    }
+}
+
+/// The speculative-verification kernel's products (S × Q, X × W, K × Qᵀ and the checkpoint
+/// fold) at 4 and 8 warps: all on tensor cores, within the shared-memory limit, no spills.
+#[test]
+fn verification_shapes_use_mma() {
+    for warps in [4, 8] {
+        for (m, n, k, ops, acc) in [
+            (64, 8, 128, Operands::F32Bf16Cast, false),
+            (64, 8, 64, Operands::F32, false),
+            (64, 8, 128, Operands::Bf16Casts, false),
+            (64, 128, 64, Operands::F32Bf16Cast, true),
+        ] {
+            let c = case(m, n, k, warps, ops, acc);
+            for p in ptx(c) {
+                assert!(p.contains("mma.sync.aligned"), "{c:?}");
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `dot` / `dot_acc` on the GPU against the interpreter: for each shape (M 16..128, N 8..64,
 //! K 8..128), operand types (f32 × f32, f32 × bf16-cast, f16-cast × f32, bf16 × bf16,
-//! f16 × f16), with and without a loaded accumulator, at 1, 4 and 8 warps, on fresh random
+//! f16 × f16, bf16-cast × bf16-cast), with and without a loaded accumulator, at 1, 4 and 8 warps, on fresh random
 //! inputs (seed printed; `REPLAY_SEED` replays) and a poisoned output, every element must
 //! satisfy `|gpu − interpreter| ≤ 1e-6 · (|acc| + Σ_k |a_ik| |b_kj|)` (docs/SEMANTICS.md,
 //! `Dot`). Shapes that fit the tensor cores run `mma.sync` (3xTF32 for f32 operands); the

@@ -22,16 +22,19 @@ pub enum Operands {
     Bf16,
     /// f16 @ f16.
     F16,
+    /// (bf16 cast to f32) @ (bf16 cast to f32): runs as bf16 × bf16.
+    Bf16Casts,
 }
 
 impl Operands {
     /// Every combination.
-    pub const ALL: [Operands; 5] = [
+    pub const ALL: [Operands; 6] = [
         Operands::F32,
         Operands::F32Bf16Cast,
         Operands::F16CastF32,
         Operands::Bf16,
         Operands::F16,
+        Operands::Bf16Casts,
     ];
 
     /// The element types of A and B in memory.
@@ -42,6 +45,7 @@ impl Operands {
             Operands::F16CastF32 => (Elem::F16, Elem::F32),
             Operands::Bf16 => (Elem::BF16, Elem::BF16),
             Operands::F16 => (Elem::F16, Elem::F16),
+            Operands::Bf16Casts => (Elem::BF16, Elem::BF16),
         }
     }
 }
@@ -121,6 +125,11 @@ pub fn kernel(c: DotCase) -> Kernel {
             Operands::F16 => dot_acc(
                 load(tile_ptr::<f16>(p[0]) + ao, true),
                 load(tile_ptr::<f16>(p[1]) + bo, true),
+                acc,
+            ),
+            Operands::Bf16Casts => dot_acc(
+                load(tile_ptr::<bf16>(p[0]) + ao, true).cast::<f32>(),
+                load(tile_ptr::<bf16>(p[1]) + bo, true).cast::<f32>(),
                 acc,
             ),
         };
