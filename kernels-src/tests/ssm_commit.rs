@@ -116,6 +116,7 @@ fn step_counters_equal_commit_after_decode() {
             hb: 1,
             num_warps: 4,
             early: false,
+            fc: 32,
         };
         let step_k = config.step(&dev);
         let commit_k = commit_kernel(&dev, l, t, 4, 1);

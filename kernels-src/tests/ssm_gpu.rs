@@ -78,6 +78,7 @@ fn timings() {
             hb,
             num_warps,
             early: false,
+            fc: 32,
         };
         let bw = |ms: f64| state_bytes * batch as f64 * 2.0 / (ms * 1e-3) / 1e12;
         // Conventional decode.

@@ -17,7 +17,7 @@ use replay_runtime::ArgValue;
 use ssm_util::*;
 
 /// A shape whose `dv` is not a power of two (masked value blocks), 2 heads per group.
-/// `dk` of two flush column blocks (`FC` = 32 key columns each).
+/// `dk` of several flush column blocks (`FC` = 16 or 32 key columns each).
 const WIDE_KEYS: ModelShape = ModelShape {
     name: "wide-keys",
     dv: 8,
@@ -43,6 +43,7 @@ struct Case {
     bv: usize,
     hb: usize,
     early: bool,
+    fc: usize,
     seed: u64,
 }
 
@@ -54,6 +55,7 @@ fn run(case: Case) {
         bv,
         hb,
         early,
+        fc,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -86,6 +88,7 @@ fn run(case: Case) {
         hb,
         num_warps: 4,
         early,
+        fc,
     };
     let step_k = config.step(&dev);
     let per_row = shape.heads * shape.dv;
@@ -200,6 +203,7 @@ fn window_1_is_conventional_decoding() {
         bv: 8,
         hb: 3,
         early: false,
+        fc: 32,
         seed: 1,
     });
 }
@@ -213,6 +217,7 @@ fn window_4_without_gate_two_value_blocks() {
         bv: 4,
         hb: 3,
         early: false,
+        fc: 32,
         seed: 2,
     });
 }
@@ -226,6 +231,7 @@ fn window_16_one_head_per_program() {
         bv: 8,
         hb: 1,
         early: true,
+        fc: 32,
         seed: 3,
     });
 }
@@ -239,6 +245,7 @@ fn window_32_without_gate() {
         bv: 8,
         hb: 3,
         early: false,
+        fc: 32,
         seed: 4,
     });
 }
@@ -252,6 +259,7 @@ fn window_4_masked_value_blocks() {
         bv: 4,
         hb: 2,
         early: true,
+        fc: 32,
         seed: 5,
     });
 }
@@ -265,6 +273,7 @@ fn window_4_flush_in_several_key_blocks() {
         bv: 8,
         hb: 2,
         early: false,
+        fc: 16,
         seed: 6,
     });
 }

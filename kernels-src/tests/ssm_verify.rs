@@ -122,6 +122,7 @@ fn run(case: Case) {
         hb,
         num_warps: 4,
         early: false,
+        fc: 32,
     };
     let verify_k = config.verify(&dev);
     let step_k = config.step(&dev);

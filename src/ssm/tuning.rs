@@ -10,7 +10,9 @@
 //! way on the time per verification cycle (verify + commit, flushes included) around its own
 //! `L*`. Everything is cached like every other tuning result (`REPLAY_TUNE=off|cached|force`).
 
-use super::state::{ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles};
+use super::state::{
+    ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles, DEFAULT_FLUSH_COLUMNS,
+};
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
@@ -123,6 +125,11 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
 }
 
+/// Key columns per flush block of the replay step searched (`FC`): ptxas allocates registers
+/// for the larger of the step's two branches, and the flush's matrix-product block sets its
+/// branch's count, unpredictably (tile by tile, either value can be the smaller one).
+const FLUSH_COLUMNS: [i64; 2] = [16, 32];
+
 /// Batches up to this size also try the replay step's early checkpoint load (`EARLY`): they
 /// are latency-bound, larger ones bandwidth-bound (where it only costs registers).
 const EARLY_MAX_BATCH: usize = 16;
@@ -174,6 +181,7 @@ fn tiles_of(values: &Values) -> Tiles {
         num_warps: get("num_warps", 4) as u32,
         min_blocks: get("min_blocks", 1) as u32,
         early: get("EARLY", 0) != 0,
+        flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
     }
 }
 
@@ -311,6 +319,7 @@ pub fn tune_replay_tiles(
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
         .axis("EARLY", early_values(batch))
+        .axis("FC", FLUSH_COLUMNS)
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -328,8 +337,12 @@ pub fn tune_replay_tiles(
     }
     // `cycle`: the counters span the window (results tuned mid-window only are not reused).
     problem = problem.size("L", window as i64).size("cycle", 1);
-    let points =
-        bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len() * early_values(batch).len();
+    let points = bv_values_replay(shape).len()
+        * hb_values(shape).len()
+        * 2
+        * MIN_BLOCKS.len()
+        * early_values(batch).len()
+        * FLUSH_COLUMNS.len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
@@ -537,6 +550,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("num_warps", tiles.num_warps as i64),
         ("min_blocks", tiles.min_blocks as i64),
         ("EARLY", tiles.early as i64),
+        ("FC", tiles.flush_columns as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

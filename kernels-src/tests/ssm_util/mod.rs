@@ -345,6 +345,8 @@ pub struct ReplayConfig {
     pub num_warps: u32,
     /// The replay step's `EARLY` (checkpoint load before the counters).
     pub early: bool,
+    /// The replay step's `FC` (key columns per flush block).
+    pub fc: usize,
 }
 
 impl ReplayConfig {
@@ -364,6 +366,7 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 EARLY: self.early,
+                FC: self.fc,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -3,6 +3,9 @@
 use replay_kernels::ssm::shapes::ModelShape;
 use serde::Serialize;
 
+/// The replay step's default key columns per flush block (`FC`).
+pub const DEFAULT_FLUSH_COLUMNS: usize = 32;
+
 /// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB` (replay
 /// and verify only; 1 elsewhere), warps and the occupancy hint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -18,11 +21,13 @@ pub struct Tiles {
     /// The replay step issues its checkpoint load before reading the counters (its `EARLY`;
     /// other kernels ignore it).
     pub early: bool,
+    /// Key columns per block of the replay step's flush (its `FC`; other kernels ignore it).
+    pub flush_columns: usize,
 }
 
 impl Tiles {
-    /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint and `early` with an early
-    /// checkpoint load.
+    /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
+    /// checkpoint load and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -30,7 +35,12 @@ impl Tiles {
             String::new()
         };
         let early = if self.early { " early" } else { "" };
-        format!("BV={} HB={} w={}{hint}{early}", self.bv, self.hb, self.num_warps)
+        let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
+            format!(" fc={}", self.flush_columns)
+        } else {
+            String::new()
+        };
+        format!("BV={} HB={} w={}{hint}{early}{fc}", self.bv, self.hb, self.num_warps)
     }
 }
 
@@ -82,6 +92,7 @@ impl ReplayPlan {
             num_warps: 4,
             min_blocks: 1,
             early: false,
+            flush_columns: DEFAULT_FLUSH_COLUMNS,
         };
         ReplayPlan {
             window,
@@ -113,6 +124,7 @@ impl ConventionalPlan {
             num_warps: 4,
             min_blocks: 1,
             early: false,
+            flush_columns: DEFAULT_FLUSH_COLUMNS,
         };
         ConventionalPlan {
             decode: t,

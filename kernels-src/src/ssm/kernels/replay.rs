@@ -4,9 +4,6 @@ use super::commit::advance_counters;
 use super::record_rows;
 use replay_dsl::prelude::*;
 
-/// Key columns per block when a flush folds the window into the checkpoint.
-pub const FC: usize = 32;
-
 /// One standard decode step of the replay form for every row of the batch.
 ///
 /// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (all in one group `g`) and
@@ -24,7 +21,8 @@ pub const FC: usize = 32;
 ///   `S_ckpt`, so every load of the step is in flight before the first reduction; `y` is
 ///   written and this step's record appended at ring position `(start + h) % (L+T)`; the
 ///   checkpoint is neither materialised nor written.
-/// - **Flush** rows, head by head and [`FC`] key columns at a time:
+/// - **Flush** rows, head by head and `FC` key columns at a time (a tuning axis: ptxas
+///   allocates registers for the larger branch, and the fold's block size sets this one's):
 ///   `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ` (one `dot` over the records
 ///   per column block, so the branch needs fewer registers than the non-flush one), written
 ///   once, and `y = S_ckpt q + D x` from it; this step's
@@ -74,10 +72,12 @@ pub fn mamba2_replay_step(
     #[constexpr(default = 16)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = false)] EARLY: bool,
+    #[constexpr(default = 32)] FC: usize,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1, "the window L must be at least 1");
+    static_assert(FC.is_power_of_two(), "FC must be a power of two");
     let hpg = HEADS / GROUPS;
     let cap = L + T;
     let nr = record_rows(cap);
