@@ -227,6 +227,8 @@ pub enum Op {
         b: Value,
         /// `[M, N]` f32 accumulator.
         acc: Value,
+        /// Which engine may compute it.
+        precision: DotPrecision,
     },
     /// Atomic read-modify-write through a pointer tile; returns the old values.
     Atomic {
@@ -299,6 +301,17 @@ pub struct Param {
     pub divisibility: u32,
 }
 
+/// How a `Dot` may be computed (Triton's `input_precision`); see docs/SEMANTICS.md.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DotPrecision {
+    /// Tensor cores where the shapes allow: 16-bit operands exactly, f32 operands split into
+    /// three TF32 products (within ~1e-6 of Σ|a||b|); CUDA cores otherwise.
+    #[default]
+    Tf32x3,
+    /// CUDA cores only: one f32 fused multiply-add per product.
+    Ieee,
+}
+
 /// A traced kernel specialization.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
@@ -360,7 +373,7 @@ impl Op {
             Op::Load { ptr, mask, other } => [Some(*ptr), *mask, *other].into_iter().flatten().collect(),
             Op::Store { ptr, value, mask } => [Some(*ptr), Some(*value), *mask].into_iter().flatten().collect(),
             Op::Reduce { value, .. } | Op::Scan { value, .. } => vec![*value],
-            Op::Dot { a, b, acc } => vec![*a, *b, *acc],
+            Op::Dot { a, b, acc, .. } => vec![*a, *b, *acc],
             Op::Atomic {
                 ptr, value, cmp, mask, ..
             } => [Some(*ptr), Some(*value), *cmp, *mask].into_iter().flatten().collect(),
@@ -434,7 +447,7 @@ impl Op {
                 mask.iter_mut().for_each(&mut g);
             }
             Op::Reduce { value, .. } | Op::Scan { value, .. } => g(value),
-            Op::Dot { a, b, acc } => {
+            Op::Dot { a, b, acc, .. } => {
                 g(a);
                 g(b);
                 g(acc)
@@ -497,7 +510,10 @@ impl Op {
                 if *reverse { ".rev" } else { "" },
                 if *exclusive { ".excl" } else { "" }
             ),
-            Op::Dot { .. } => "dot".into(),
+            Op::Dot { precision, .. } => match precision {
+                DotPrecision::Tf32x3 => "dot".into(),
+                DotPrecision::Ieee => "dot.ieee".into(),
+            },
             Op::Atomic { kind, .. } => format!("atomic.{}", format!("{kind:?}").to_lowercase()),
             Op::For { .. } => "for".into(),
             Op::If { .. } => "if".into(),

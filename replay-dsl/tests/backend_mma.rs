@@ -8,6 +8,7 @@ mod dot;
 mod util;
 
 use dot::{kernel, DotCase, Operands};
+use replay_dsl::ir::DotPrecision;
 use replay_dsl::{compile, Target};
 use std::path::PathBuf;
 use std::process::Command;
@@ -68,6 +69,7 @@ fn case(m: usize, n: usize, k: usize, warps: u32, ops: Operands, acc: bool) -> D
         warps,
         ops,
         acc,
+        precision: DotPrecision::Tf32x3,
     }
 }
 
@@ -142,6 +144,25 @@ fn odd_shapes_stay_on_cuda_cores() {
             assert!(!p.contains("mma.sync"), "{c:?}\n{p}");
             assert!(p.contains("fma.rn.f32"), "{c:?}\n{p}");
         }
+    }
+}
+
+#[test]
+fn ieee_precision_stays_on_cuda_cores() {
+    for ops in [Operands::F32, Operands::Bf16] {
+        let c = DotCase {
+            precision: DotPrecision::Ieee,
+            ..case(32, 32, 32, 4, ops, true)
+        };
+        for p in ptx(c) {
+            assert!(!p.contains("mma.sync"), "{c:?}\n{p}");
+            assert!(p.contains("fma.rn.f32"), "{c:?}\n{p}");
+        }
+        let fast = ptx(case(32, 32, 32, 4, ops, true));
+        assert!(
+            fast.iter().all(|p| p.contains("mma.sync")),
+            "{ops:?}: the default uses tensor cores"
+        );
     }
 }
 

@@ -14,6 +14,7 @@ mod dot;
 mod util;
 
 use dot::{kernel, DotCase, Operands};
+use replay_dsl::ir::DotPrecision;
 use replay_dsl::{compile, Elem};
 use replay_runtime::driver::buffer::decode_f64;
 use util::*;
@@ -134,6 +135,7 @@ fn dots_match_the_interpreter() {
                         warps,
                         ops,
                         acc,
+                        precision: DotPrecision::Tf32x3,
                     };
                     match run_case(&gpu, &mut rng, c) {
                         Ok(worst) => summary.push(format!("{c:?}: worst {worst:.2e}")),

@@ -125,10 +125,18 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
 }
 
-/// Key columns per flush block of the replay step searched (`FC`): ptxas allocates registers
-/// for the larger of the step's two branches, and the flush's matrix-product block sets its
-/// branch's count, unpredictably (tile by tile, either value can be the smaller one).
-const FLUSH_COLUMNS: [i64; 2] = [16, 32];
+/// Key columns per flush block of the replay step searched (`FC`) at `batch`: ptxas allocates
+/// registers for the larger of the step's two branches, and the fold's block sets its branch's
+/// count (tile by tile, either value can be the smaller one). Small batches keep the larger
+/// block: their flush step is a latency chain, one fold per block, and the single-launch
+/// shortlist never times it (its rows are all non-flush).
+fn flush_column_values(batch: usize) -> Vec<i64> {
+    if batch <= EARLY_MAX_BATCH {
+        vec![DEFAULT_FLUSH_COLUMNS as i64]
+    } else {
+        vec![16, DEFAULT_FLUSH_COLUMNS as i64]
+    }
+}
 
 /// Batches up to this size also try the replay step's early checkpoint load (`EARLY`): they
 /// are latency-bound, larger ones bandwidth-bound (where it only costs registers).
@@ -319,7 +327,7 @@ pub fn tune_replay_tiles(
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
         .axis("EARLY", early_values(batch))
-        .axis("FC", FLUSH_COLUMNS)
+        .axis("FC", flush_column_values(batch))
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -342,7 +350,7 @@ pub fn tune_replay_tiles(
         * 2
         * MIN_BLOCKS.len()
         * early_values(batch).len()
-        * FLUSH_COLUMNS.len();
+        * flush_column_values(batch).len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }

@@ -35,7 +35,7 @@
 
 use super::axis::AxisTable;
 use super::layout::{Bit, Layout, LayoutId, LayoutTable};
-use crate::ir::{Block, Inst, Kernel, Op, Value};
+use crate::ir::{Block, DotPrecision, Inst, Kernel, Op, Value};
 use crate::types::{DType, Ty};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -329,7 +329,10 @@ impl<'k> Assignment<'k> {
     }
 
     /// The tensor-core plan of the dot `a @ b`, if it runs on tensor cores.
-    pub fn mma_plan(&self, a: Value, b: Value) -> Option<super::mma::MmaPlan> {
+    pub fn mma_plan(&self, a: Value, b: Value, precision: DotPrecision) -> Option<super::mma::MmaPlan> {
+        if precision == DotPrecision::Ieee {
+            return None;
+        }
         super::mma::plan_of(self.kernel, &|v| self.def(v), a, b)
     }
 
@@ -387,9 +390,9 @@ impl<'k> Assignment<'k> {
             }
             Op::Reduce { value, .. } => vec![(*value, self.reduce_input(inst.results[0]))],
             Op::Scan { value, axis, .. } => vec![(*value, self.scan_input(*value, *axis))],
-            Op::Dot { a, b, acc } => {
+            Op::Dot { a, b, acc, precision } => {
                 // An mma dot stages the 16-bit sources of operands cast to f32.
-                let (a, b) = match self.mma_plan(*a, *b) {
+                let (a, b) = match self.mma_plan(*a, *b, *precision) {
                     Some(p) => (p.a.value, p.b.value),
                     None => (*a, *b),
                 };
@@ -488,8 +491,8 @@ impl<'k> Assignment<'k> {
                     let l = self.scan_input(*value, *axis);
                     self.set_real(r.unwrap(), l);
                 }
-                Op::Dot { a, b, acc } => {
-                    let l = match self.mma_plan(*a, *b) {
+                Op::Dot { a, b, acc, precision } => {
+                    let l = match self.mma_plan(*a, *b, *precision) {
                         Some(p) => self
                             .table
                             .intern(super::mma::acc_layout(p.m, p.n, self.kernel.num_warps)),

@@ -5,7 +5,7 @@ use super::tile::{
     binary, broadcast_pair, broadcast_value, check_extents, unary, Element, Float, Num, Operand, Ptr, Scalar, Tile,
 };
 use crate::error::ErrorKind;
-use crate::ir::{AtomicKind, BinaryOp, CmpOp, Op, ReduceKind, Rounding, ScanKind, UnaryOp, Value};
+use crate::ir::{AtomicKind, BinaryOp, CmpOp, DotPrecision, Op, ReduceKind, Rounding, ScanKind, UnaryOp, Value};
 use crate::types::{DType, Elem, Ty};
 
 /// The index of this program along `axis` (0, 1 or 2) of the launch grid.
@@ -290,6 +290,13 @@ pub fn dot<T: Float>(a: Tile<T>, b: Tile<T>) -> Tile<f32> {
 
 /// `acc + a @ b` for `[M, K]`, `[K, N]` and `[M, N]` f32 tiles.
 pub fn dot_acc<T: Float>(a: Tile<T>, b: Tile<T>, acc: Tile<f32>) -> Tile<f32> {
+    dot_acc_in(a, b, acc, DotPrecision::Tf32x3)
+}
+
+/// [`dot_acc`] computed as `precision` says (e.g. [`DotPrecision::Ieee`] keeps it on CUDA
+/// cores: no operand staging for tensor cores, whose fragments may cost more registers than
+/// a small product saves).
+pub fn dot_acc_in<T: Float>(a: Tile<T>, b: Tile<T>, acc: Tile<f32>, precision: DotPrecision) -> Tile<f32> {
     let (sa, sb, sc) = (a.shape(), b.shape(), acc.shape());
     if sa.len() != 2 || sb.len() != 2 || sa[1] != sb[0] || sc != [sa[0], sb[1]] {
         fail("dot", ErrorKind::Shape(format!("dot of {sa:?} @ {sb:?} into {sc:?}")));
@@ -304,6 +311,7 @@ pub fn dot_acc<T: Float>(a: Tile<T>, b: Tile<T>, acc: Tile<f32>) -> Tile<f32> {
             a: a.value,
             b: b.value,
             acc: acc.value,
+            precision,
         },
         ty(acc.value),
     ))

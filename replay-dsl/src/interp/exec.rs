@@ -528,7 +528,7 @@ impl<'a> Exec<'a> {
                 };
                 self.set(r, out)
             }
-            Op::Dot { a, b, acc } => {
+            Op::Dot { a, b, acc, .. } => {
                 let r = Self::result(inst)?;
                 let (sa, sb, sc) = (&k.ty(*a).shape, &k.ty(*b).shape, &k.ty(*acc).shape);
                 if sa.len() != 2 || sb.len() != 2 || sa[1] != sb[0] || sc[..] != [sa[0], sb[1]] {

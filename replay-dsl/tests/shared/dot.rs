@@ -65,6 +65,8 @@ pub struct DotCase {
     pub ops: Operands,
     /// `dot_acc` with a loaded accumulator (else `dot`).
     pub acc: bool,
+    /// The engines allowed.
+    pub precision: DotPrecision,
 }
 
 fn param(name: &str, e: Elem) -> Param {
@@ -102,35 +104,41 @@ pub fn kernel(c: DotCase) -> Kernel {
             zeros::<f32>([c.m, c.n])
         };
         let r = match c.ops {
-            Operands::F32 => dot_acc(
+            Operands::F32 => dot_acc_in(
                 load(tile_ptr::<f32>(p[0]) + ao, true),
                 load(tile_ptr::<f32>(p[1]) + bo, true),
                 acc,
+                c.precision,
             ),
-            Operands::F32Bf16Cast => dot_acc(
+            Operands::F32Bf16Cast => dot_acc_in(
                 load(tile_ptr::<f32>(p[0]) + ao, true),
                 load(tile_ptr::<bf16>(p[1]) + bo, true).cast::<f32>(),
                 acc,
+                c.precision,
             ),
-            Operands::F16CastF32 => dot_acc(
+            Operands::F16CastF32 => dot_acc_in(
                 load(tile_ptr::<f16>(p[0]) + ao, true).cast::<f32>(),
                 load(tile_ptr::<f32>(p[1]) + bo, true),
                 acc,
+                c.precision,
             ),
-            Operands::Bf16 => dot_acc(
+            Operands::Bf16 => dot_acc_in(
                 load(tile_ptr::<bf16>(p[0]) + ao, true),
                 load(tile_ptr::<bf16>(p[1]) + bo, true),
                 acc,
+                c.precision,
             ),
-            Operands::F16 => dot_acc(
+            Operands::F16 => dot_acc_in(
                 load(tile_ptr::<f16>(p[0]) + ao, true),
                 load(tile_ptr::<f16>(p[1]) + bo, true),
                 acc,
+                c.precision,
             ),
-            Operands::Bf16Casts => dot_acc(
+            Operands::Bf16Casts => dot_acc_in(
                 load(tile_ptr::<bf16>(p[0]) + ao, true).cast::<f32>(),
                 load(tile_ptr::<bf16>(p[1]) + bo, true).cast::<f32>(),
                 acc,
+                c.precision,
             ),
         };
         store(tile_ptr::<f32>(p[3]) + co, r, true);

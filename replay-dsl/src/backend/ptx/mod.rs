@@ -316,7 +316,7 @@ impl<'k> Emitter<'k> {
                 reverse,
                 exclusive,
             } => self.scan(r, *value, *axis, *kind, *reverse, *exclusive),
-            Op::Dot { a, b, acc } => match self.asg.mma_plan(*a, *b) {
+            Op::Dot { a, b, acc, precision } => match self.asg.mma_plan(*a, *b, *precision) {
                 Some(p) => self.dot_mma(r, l, (*a, *b, *acc), p),
                 None => self.dot(r, l, *a, *b, *acc),
             },
