@@ -117,6 +117,7 @@ fn step_counters_equal_commit_after_decode() {
             num_warps: 4,
             early: false,
             fc: 32,
+            prefetch: false,
         };
         let step_k = config.step(&dev);
         let commit_k = commit_kernel(&dev, l, t, 4, 1);

@@ -79,6 +79,7 @@ fn timings() {
             num_warps,
             early: false,
             fc: 32,
+            prefetch: false,
         };
         let bw = |ms: f64| state_bytes * batch as f64 * 2.0 / (ms * 1e-3) / 1e12;
         // Conventional decode.

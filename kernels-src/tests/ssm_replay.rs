@@ -89,6 +89,7 @@ fn run(case: Case) {
         num_warps: 4,
         early,
         fc,
+        prefetch: false,
     };
     let step_k = config.step(&dev);
     let per_row = shape.heads * shape.dv;

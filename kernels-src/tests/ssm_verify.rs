@@ -22,6 +22,7 @@ struct Case {
     gated: bool,
     bv: usize,
     hb: usize,
+    prefetch: bool,
     seed: u64,
 }
 
@@ -80,6 +81,7 @@ fn run(case: Case) {
         gated,
         bv,
         hb,
+        prefetch,
         seed,
     } = case;
     let shape = CPU_TEST;
@@ -123,6 +125,7 @@ fn run(case: Case) {
         num_warps: 4,
         early: false,
         fc: 32,
+        prefetch,
     };
     let verify_k = config.verify(&dev);
     let step_k = config.step(&dev);
@@ -254,6 +257,7 @@ fn speculative_window_4_drafts_3() {
         gated: true,
         bv: 4,
         hb: 3,
+        prefetch: true,
         seed: 11,
     });
 }
@@ -268,6 +272,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         gated: false,
         bv: 8,
         hb: 1,
+        prefetch: false,
         seed: 12,
     });
 }
@@ -282,6 +287,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         gated: true,
         bv: 8,
         hb: 3,
+        prefetch: true,
         seed: 13,
     });
 }

@@ -190,6 +190,7 @@ fn tiles_of(values: &Values) -> Tiles {
         min_blocks: get("min_blocks", 1) as u32,
         early: get("EARLY", 0) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
+        prefetch: get("PREFETCH", 0) != 0,
     }
 }
 
@@ -377,6 +378,7 @@ pub fn tune_verify_tiles(
         .axis("HB", hb_values(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
+        .axis("PREFETCH", [0, 1])
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -396,7 +398,7 @@ pub fn tune_verify_tiles(
         .size("T", drafts as i64)
         .size("accepted", accepted as i64)
         .size("cycle", 1);
-    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len();
+    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len() * 2;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
@@ -559,6 +561,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("min_blocks", tiles.min_blocks as i64),
         ("EARLY", tiles.early as i64),
         ("FC", tiles.flush_columns as i64),
+        ("PREFETCH", tiles.prefetch as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -347,6 +347,8 @@ pub struct ReplayConfig {
     pub early: bool,
     /// The replay step's `FC` (key columns per flush block).
     pub fc: usize,
+    /// The verification's `PREFETCH` (the next head's tiles loaded during this head's work).
+    pub prefetch: bool,
 }
 
 impl ReplayConfig {
@@ -389,6 +391,7 @@ impl ReplayConfig {
                 HAS_Z: self.gated,
                 BV: self.bv,
                 HB: self.hb,
+                PREFETCH: self.prefetch,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

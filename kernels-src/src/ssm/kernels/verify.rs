@@ -31,6 +31,10 @@ const MIN_DRAFT_COLUMNS: usize = 8;
 ///   `s'` in column `s` a running sum along the columns of the drafts `s' < s'' ≤ s`. No ratios
 ///   or differences of prefix sums.
 ///
+/// The heads run one after the other in a loop; with `PREFETCH` (a tuning axis) each
+/// iteration first issues the next head's checkpoint and record loads, so that they are in
+/// flight while this head's products run (two heads' tiles live: more registers).
+///
 /// If the row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]),
 /// the `h` committed records are then folded into each head's checkpoint rows, from the tile
 /// already loaded (the outputs used it as it was): `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ`
@@ -68,6 +72,7 @@ pub fn mamba2_verify(
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 16)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
+    #[constexpr(default = false)] PREFETCH: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -135,8 +140,20 @@ pub fn mamba2_verify(
         let v = program_id(2) * BV + arange(BV);
         let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
         let vm = vmask.expand_dims(1);
-        for hh in range(0, HB as i32) {
-            let head = head0 + hh;
+        // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
+        // [BV, len r].
+        let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
+        let sptr_of = |head: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
+        // A head's big loads (`m` false: none): the checkpoint rows [BV, DK] and the records' x
+        // of the value rows [BV, nr].
+        let head_tiles = |head: Tile<i32>, m: Tile<bool>| {
+            let vmm = vm & m;
+            let x_draft = load(x + xoff(head, tok0 + i), draft_row.expand_dims(0) & vmm);
+            let x_rec = load_or(ring_x + xoff(head, pos), committed.expand_dims(0) & vmm, x_draft);
+            (load(sptr_of(head), vmm), x_rec)
+        };
+        // One head's outputs, records and flush, from its tiles.
+        let per_head = |head: Tile<i32>, (st, x_rec): (Tile<f32>, Tile<bf16>)| {
             let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
             let bias = load(dt_bias + head, true);
             let d_h = load(d + head, true);
@@ -160,17 +177,11 @@ pub fn mamba2_verify(
             let fac = select(is_draft, dt_i, w).expand_dims(1);
             let wkq = select(weighs, exp2(a_h * expo) * fac, 0.0) * kq;
 
-            // The records' x of the value rows [BV, nr] and the checkpoint rows [BV, DK].
-            // Element offsets of (value row, token r) in a [tokens, HEADS, DV] buffer: [BV, len r].
-            let xoff = |r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
-            let xcol = |base: Tile<Ptr<bf16>>, r: Tile<i32>| base + xoff(r);
-            let x_draft = load(xcol(x, tok0 + i), draft_row.expand_dims(0) & vm);
-            let x_rec = load_or(xcol(ring_x, pos), committed.expand_dims(0) & vm, x_draft).cast::<f32>();
-            let sptr = state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
-            let st = load(sptr, vm);
+            let x_rec = x_rec.cast::<f32>();
+            let sptr = sptr_of(head);
 
             // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
-            let xo = xoff(tok_s); // x, z, y of (value row, draft)
+            let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
             let x_s = load(x + xo, vm);
             let mut y = gam.expand_dims(0) * dot(st, q_t) + dot(x_rec, wkq) + d_h * x_s.cast::<f32>();
             if HAS_Z {
@@ -182,7 +193,7 @@ pub fn mamba2_verify(
             let omask = vm & live.expand_dims(0);
             store(out + xo, y.cast::<bf16>(), omask);
             // Append the drafts' x and dt' at ring positions start + h + s.
-            store(xcol(ring_x, pos_d), x_s, omask);
+            store(ring_x + xoff(head, pos_d), x_s, omask);
             store(ring_dt + pos_d * HEADS + head, dt_d, live & first);
 
             if flush {
@@ -191,6 +202,19 @@ pub fn mamba2_verify(
                 // The keys are loaded again (from L2) rather than kept live through the heads.
                 let folded = dot_acc(x_rec * w.expand_dims(0), keys().cast::<f32>(), exp2(a_h * c_all) * st);
                 store(sptr, folded, vm);
+            }
+        };
+        if PREFETCH {
+            // The next head's tiles are loaded while this head's are used.
+            let mut next = head_tiles(head0, full([], true));
+            for hh in range(0, HB as i32) {
+                let cur = next;
+                next = head_tiles(head0 + hh + 1, hh + 1 < HB as i32);
+                per_head(head0 + hh, cur);
+            }
+        } else {
+            for hh in range(0, HB as i32) {
+                per_head(head0 + hh, head_tiles(head0 + hh, full([], true)));
             }
         }
         // The drafts' keys, by one program per group.
