@@ -270,24 +270,17 @@ impl Autotuner {
     /// Picks the fastest timed candidate, stores the record and saves the cache (a failed save
     /// is a warning: the result is still good for this process).
     pub(crate) fn finish(&mut self, key: TuneKey, candidates: Vec<CandidateRecord>) -> TuneRecord {
-        let best = candidates
-            .iter()
-            .filter_map(|c| match c.outcome {
-                Outcome::Timed { median_ms, .. } if median_ms.is_finite() => Some((median_ms, &c.values)),
-                _ => None,
-            })
-            .min_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, v)| v.clone());
         let tuned_at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let record = TuneRecord {
+        let mut record = TuneRecord {
             key,
-            best,
+            best: None,
             candidates,
             tuned_at,
         };
+        record.best = record.fastest(1).first().map(|v| (*v).clone());
         self.cache.insert(record.clone());
         if let Err(e) = self.cache.save() {
             eprintln!("replay: warning: could not save the tuning cache: {e}");
