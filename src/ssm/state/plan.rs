@@ -87,14 +87,14 @@ pub struct ReplayPlan {
 
 impl ReplayPlan {
     /// A plan with default tiles for `shape` (before tuning): `BV = min(32, dv)` rounded to a
-    /// power of two, `HB` the largest of 4, 2, 1 dividing the heads per group, 4 warps, no
-    /// occupancy hint.
+    /// power of two, 4 warps, no occupancy hint, and `HB` the largest divisor of the heads per
+    /// group up to 2 for the step and up to 4 for the verification (what tuning picks most
+    /// often on an H200 at batch 256: `bench/NOTES.md`, v6–v8).
     pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
-        let hb = [4, 2, 1].into_iter().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
-        let bv = 32usize.min(shape.dv.next_power_of_two());
-        let t = Tiles {
-            bv,
+        let hb_up_to = |most: usize| (1..=most).rev().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
+        let tiles = |hb| Tiles {
+            bv: 32usize.min(shape.dv.next_power_of_two()),
             hb,
             num_warps: 4,
             min_blocks: 1,
@@ -105,8 +105,8 @@ impl ReplayPlan {
         ReplayPlan {
             window,
             max_drafts,
-            step: t,
-            verify: t,
+            step: tiles(hb_up_to(2)),
+            verify: tiles(hb_up_to(4)),
         }
     }
 }
