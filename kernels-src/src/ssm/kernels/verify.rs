@@ -36,8 +36,8 @@ const MIN_DRAFT_COLUMNS: usize = 8;
 /// flight while this head's products run (two heads' tiles live: more registers).
 ///
 /// If the row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]),
-/// the `h` committed records are then folded into each head's checkpoint rows, from the tile
-/// already loaded (the outputs used it as it was): `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ`
+/// the `h` committed records are then folded into each head's checkpoint rows (read again, from
+/// L2; the outputs used them as they were): `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ`
 /// as one `dot_acc`, written once. [`super::commit::mamba2_commit`] (with `after_verify = 1`) then
 /// moves `start` past the folded records and sets `h` to the accepted count. Padding rows
 /// (slot 0) do nothing.
@@ -199,8 +199,13 @@ pub fn mamba2_verify(
             if flush {
                 // Fold the h committed records into the checkpoint rows, written once:
                 // S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ (w is 0 on the drafts' rows).
-                // The keys are loaded again (from L2) rather than kept live through the heads.
-                let folded = dot_acc(x_rec * w.expand_dims(0), keys().cast::<f32>(), exp2(a_h * c_all) * st);
+                // The keys and the checkpoint rows are loaded again (from L2) rather than kept
+                // live through the heads and the outputs (the rows in the product's layout).
+                let folded = dot_acc(
+                    x_rec * w.expand_dims(0),
+                    keys().cast::<f32>(),
+                    exp2(a_h * c_all) * load(sptr, vm),
+                );
                 store(sptr, folded, vm);
             }
         };
