@@ -709,10 +709,12 @@ fn show_window(window: usize, tiles: &Tiles, star: f64) -> String {
     format!("L={window} {} (L* = {star:.1})", tiles.show())
 }
 
-/// [`show_window`] of a joint choice, then the windows and the number of tiles searched.
-fn show_joint(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize) -> String {
+/// The note of a joint choice: [`show_window`], then the windows and the number of tiles
+/// searched; where it came from; how many candidates.
+fn joint_note(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize) -> (String, TuneSource, usize) {
     let chosen = show_window(choice.window, &choice.tiles, star);
-    format!("{chosen}; L in {windows:?} × {tiles} shortlisted tiles")
+    let value = format!("{chosen}; L in {windows:?} × {tiles} shortlisted tiles");
+    (value, choice.source, windows.len() * tiles)
 }
 
 /// The plans for `shape` at `batch`: with a tuner, tile shortlists from the kernels' tuning,
@@ -761,13 +763,8 @@ pub fn plans(
             replay.window = c.window;
             replay.step = c.tiles;
             replay.verify = c.tiles;
-            let value = show_joint(&c, l_star, &cands, short.tiles.len());
-            note(
-                "replay window L and tiles",
-                value,
-                c.source,
-                cands.len() * short.tiles.len(),
-            );
+            let (value, source, n) = joint_note(&c, l_star, &cands, short.tiles.len());
+            note("replay window L and tiles", value, source, n);
             if verify_drafts > 0 {
                 let short = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, verify_drafts, accepted)?;
                 note("verify tile shortlist", short.show(), short.source, short.points);
@@ -785,13 +782,8 @@ pub fn plans(
                 )?;
                 verify.window = c.window;
                 verify.verify = c.tiles;
-                let value = show_joint(&c, l_star_v, &cands_v, short.tiles.len());
-                note(
-                    "verify window L and tiles",
-                    value,
-                    c.source,
-                    cands_v.len() * short.tiles.len(),
-                );
+                let (value, source, n) = joint_note(&c, l_star_v, &cands_v, short.tiles.len());
+                note("verify window L and tiles", value, source, n);
             }
         }
     }
