@@ -21,8 +21,8 @@ const MIN_DRAFT_COLUMNS: usize = 8;
 ///   column `s` reads token `min(s, n - 1)`, in bounds; columns past `n` are never written), and
 ///   `Kᵀ Q = dot(K, Qᵀ)` `[nr, tq]`, shared by the heads.
 /// - **Per head**: the weights `W ⊙ Kᵀ Q` `[nr, tq]`; `S_ckpt Q = dot(S, Qᵀ)` and
-///   `V (W ⊙ Kᵀ Q) = dot(X, W ⊙ Kᵀ Q)` `[BV, tq]` with `X` the records' `x` `[BV, nr]` and the
-///   records' `dt'` folded into `W`; the outputs, and the drafts' `x` and `dt'` appended to the
+///   `V (W ⊙ Kᵀ Q) = dot(X, W ⊙ Kᵀ Q)` `[BV, tq]` with `X` the records' `x` (loaded as `Xᵀ`
+///   `[nr, BV]`: contiguous value rows) and the records' `dt'` folded into `W`; the outputs, and the drafts' `x` and `dt'` appended to the
 ///   ring at positions `(start + h + s) % (L + T)` (`h` unchanged; `dt'` by the programs with
 ///   `vb = 0`, the keys by one program per group).
 /// - **Numerics**: every decay is `exp2((A log2 e) · Σ dt')` over a plain sum of the positive
@@ -141,15 +141,17 @@ pub fn mamba2_verify(
         let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
         let vm = vmask.expand_dims(1);
         // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
-        // [BV, len r].
+        // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
         let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
+        let xoff_t = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
         let sptr_of = |head: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
         // A head's big loads (`m` false: none): the checkpoint rows [BV, DK] and the records' x
-        // of the value rows [BV, nr].
+        // of the value rows, [nr, BV].
         let head_tiles = |head: Tile<i32>, m: Tile<bool>| {
             let vmm = vm & m;
-            let x_draft = load(x + xoff(head, tok0 + i), draft_row.expand_dims(0) & vmm);
-            let x_rec = load_or(ring_x + xoff(head, pos), committed.expand_dims(0) & vmm, x_draft);
+            let vmr = vmask.expand_dims(0) & m;
+            let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
+            let x_rec = load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft);
             (load(sptr_of(head), vmm), x_rec)
         };
         // One head's outputs, records and flush, from its tiles.
@@ -177,13 +179,13 @@ pub fn mamba2_verify(
             let fac = select(is_draft, dt_i, w).expand_dims(1);
             let wkq = select(weighs, exp2(a_h * expo) * fac, 0.0) * kq;
 
-            let x_rec = x_rec.cast::<f32>();
+            let x_rec = x_rec.cast::<f32>(); // [nr, BV]
             let sptr = sptr_of(head);
 
             // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
             let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
             let x_s = load(x + xo, vm);
-            let mut y = gam.expand_dims(0) * dot(st, q_t) + dot(x_rec, wkq) + d_h * x_s.cast::<f32>();
+            let mut y = gam.expand_dims(0) * dot(st, q_t) + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
             if HAS_Z {
                 // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
                 let zf = load(z + xo, vm).cast::<f32>();
@@ -202,7 +204,7 @@ pub fn mamba2_verify(
                 // The keys and the checkpoint rows are loaded again (from L2) rather than kept
                 // live through the heads and the outputs (the rows in the product's layout).
                 let folded = dot_acc(
-                    x_rec * w.expand_dims(0),
+                    (x_rec * w.expand_dims(1)).trans(),
                     keys().cast::<f32>(),
                     exp2(a_h * c_all) * load(sptr, vm),
                 );
