@@ -22,9 +22,9 @@ const MIN_DRAFT_COLUMNS: usize = 8;
 ///   `Kᵀ Q = dot(K, Qᵀ)` `[nr, tq]`, shared by the heads.
 /// - **Per head**: the weights `W ⊙ Kᵀ Q` `[nr, tq]`; `S_ckpt Q = dot(S, Qᵀ)` and
 ///   `V (W ⊙ Kᵀ Q) = dot(X, W ⊙ Kᵀ Q)` `[BV, tq]` with `X` the records' `x` (loaded as `Xᵀ`
-///   `[nr, BV]`: contiguous value rows) and the records' `dt'` folded into `W`; the outputs, and the drafts' `x` and `dt'` appended to the
-///   ring at positions `(start + h + s) % (L + T)` (`h` unchanged; `dt'` by the programs with
-///   `vb = 0`, the keys by one program per group).
+///   `[nr, BV]`: contiguous value rows) and the records' `dt'` folded into `W`; the outputs,
+///   and the drafts' `x` and `dt'` appended to the ring at positions `(start + h + s) % (L + T)`
+///   (`h` unchanged; `dt'` by the programs with `vb = 0`, the keys by one program per group).
 /// - **Numerics**: every decay is `exp2((A log2 e) · Σ dt')` over a plain sum of the positive
 ///   `dt'` of exactly its range: committed `w_j = γ_{j+1:h-1} dt'_j` from an exclusive running sum
 ///   down the rows, `C = Σ_j dt'_j`, the drafts' inclusive running sum `cs_s`, and for draft row
