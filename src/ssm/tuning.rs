@@ -379,6 +379,7 @@ pub fn tune_verify_tiles(
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
         .axis("PREFETCH", [0, 1])
+        .constraint("PREFETCH needs HB > 1", |c: &C, _| !c.PREFETCH || c.HB > 1)
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -398,7 +399,9 @@ pub fn tune_verify_tiles(
         .size("T", drafts as i64)
         .size("accepted", accepted as i64)
         .size("cycle", 1);
-    let points = bv_values_replay(shape).len() * hb_values(shape).len() * 2 * MIN_BLOCKS.len() * 2;
+    let hb = hb_values(shape);
+    let prefetch_points = hb.len() + hb.iter().filter(|&&h| h > 1).count();
+    let points = bv_values_replay(shape).len() * prefetch_points * 2 * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
