@@ -107,18 +107,7 @@ fn step_counters_equal_commit_after_decode() {
     let gated = true;
     for (l, t) in [(4usize, 0usize), (6, 3), (1, 1), (5, 5)] {
         let cap = l + t;
-        let config = ReplayConfig {
-            shape,
-            l,
-            t,
-            gated,
-            bv: 4,
-            hb: 1,
-            num_warps: 4,
-            early: false,
-            fc: 32,
-            prefetch: false,
-        };
+        let config = ReplayConfig::new(shape, l, t, gated, 4, 1, 4);
         let step_k = config.step(&dev);
         let commit_k = commit_kernel(&dev, l, t, 4, 1);
         let (batch, n_slots) = (9usize, 12usize);

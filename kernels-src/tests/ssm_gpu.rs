@@ -69,18 +69,7 @@ fn timings() {
             }
             buf(&s, &m)
         };
-        let replay_config = |bv, hb, num_warps| ReplayConfig {
-            shape,
-            l,
-            t: tmax,
-            gated: true,
-            bv,
-            hb,
-            num_warps,
-            early: false,
-            fc: 32,
-            prefetch: false,
-        };
+        let replay_config = |bv, hb, num_warps| ReplayConfig::new(shape, l, tmax, true, bv, hb, num_warps);
         let bw = |ms: f64| state_bytes * batch as f64 * 2.0 / (ms * 1e-3) / 1e12;
         // Conventional decode.
         let mut best_conv = f64::MAX;

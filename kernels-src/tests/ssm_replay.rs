@@ -80,16 +80,9 @@ fn run(case: Case) {
     let par = param_bufs(&s, &params);
 
     let config = ReplayConfig {
-        shape,
-        l,
-        t: 0,
-        gated,
-        bv,
-        hb,
-        num_warps: 4,
         early,
         fc,
-        prefetch: false,
+        ..ReplayConfig::new(shape, l, 0, gated, bv, hb, 4)
     };
     let step_k = config.step(&dev);
     let per_row = shape.heads * shape.dv;

@@ -116,16 +116,8 @@ fn run(case: Case) {
     let slot0 = ring.slot0_bits(&s, shape);
     let par = param_bufs(&s, &params);
     let config = ReplayConfig {
-        shape,
-        l,
-        t: t_max,
-        gated,
-        bv,
-        hb,
-        num_warps: 4,
-        early: false,
-        fc: 32,
         prefetch,
+        ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, 4)
     };
     let verify_k = config.verify(&dev);
     let step_k = config.step(&dev);

@@ -131,20 +131,21 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
 /// block: their flush step is a latency chain, one fold per block, and the single-launch
 /// shortlist never times it (its rows are all non-flush).
 fn flush_column_values(batch: usize) -> Vec<i64> {
-    if batch <= EARLY_MAX_BATCH {
+    if batch <= LATENCY_BOUND_BATCH {
         vec![DEFAULT_FLUSH_COLUMNS as i64]
     } else {
         vec![16, DEFAULT_FLUSH_COLUMNS as i64]
     }
 }
 
-/// Batches up to this size also try the replay step's early checkpoint load (`EARLY`): they
-/// are latency-bound, larger ones bandwidth-bound (where it only costs registers).
-const EARLY_MAX_BATCH: usize = 16;
+/// Batches up to this size are latency-bound, larger ones bandwidth-bound: they also try the
+/// replay step's early checkpoint load (`EARLY`, which elsewhere only costs registers) and
+/// keep its larger flush block (`FC`).
+const LATENCY_BOUND_BATCH: usize = 16;
 
 /// `EARLY` values searched at `batch`.
 fn early_values(batch: usize) -> Vec<i64> {
-    if batch <= EARLY_MAX_BATCH {
+    if batch <= LATENCY_BOUND_BATCH {
         vec![0, 1]
     } else {
         vec![0]
@@ -623,6 +624,16 @@ fn tune_window_scheme<R>(
     })
 }
 
+/// The source that keys a window scheme's cache entry: the timed kernel's, then those of the
+/// commit and admit kernels every window also runs.
+fn window_scheme_source(kernel: &str) -> String {
+    format!(
+        "{kernel}{}{}",
+        mamba2_commit::Kernel::SOURCE,
+        super::admit::mamba2_admit::Kernel::SOURCE
+    )
+}
+
 /// The window `L` of the speculative plan among `windows` and its verification tiles among
 /// `tiles`, chosen together: the least time per verification cycle (verify + commit, flushes
 /// included) with `plan.max_drafts` drafts and `accepted` accepted per cycle.
@@ -638,12 +649,7 @@ pub fn tune_verify_window(
     tiles: &[Tiles],
     windows: &[usize],
 ) -> Result<WindowChoice> {
-    let source = format!(
-        "{}{}{}",
-        mamba2_verify::Kernel::SOURCE,
-        mamba2_commit::Kernel::SOURCE,
-        super::admit::mamba2_admit::Kernel::SOURCE
-    );
+    let source = window_scheme_source(mamba2_verify::Kernel::SOURCE);
     let mut sizes = shape_sizes(&shape, batch, gated);
     sizes.extend([("T", plan.max_drafts as i64), ("accepted", accepted as i64)]);
     tune_window_scheme(
@@ -682,12 +688,7 @@ pub fn tune_window(
     tiles: &[Tiles],
     windows: &[usize],
 ) -> Result<WindowChoice> {
-    let source = format!(
-        "{}{}{}",
-        mamba2_replay_step::Kernel::SOURCE,
-        mamba2_commit::Kernel::SOURCE,
-        super::admit::mamba2_admit::Kernel::SOURCE
-    );
+    let source = window_scheme_source(mamba2_replay_step::Kernel::SOURCE);
     let plan = |window, tiles| ReplayPlan {
         window,
         max_drafts: 0,

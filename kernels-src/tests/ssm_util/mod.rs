@@ -352,6 +352,22 @@ pub struct ReplayConfig {
 }
 
 impl ReplayConfig {
+    /// The tiles given, with the kernels' options (`EARLY`, `FC`, `PREFETCH`) at their defaults.
+    pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
+        ReplayConfig {
+            shape,
+            l,
+            t,
+            gated,
+            bv,
+            hb,
+            num_warps,
+            early: false,
+            fc: 32,
+            prefetch: false,
+        }
+    }
+
     /// `mamba2_replay_step` compiled with this configuration.
     pub fn step(self, dev: &Device) -> CompiledKernel<mamba2_replay_step::Kernel> {
         let s = self.shape;
