@@ -26,11 +26,15 @@ fn ptxas() -> PathBuf {
 fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
     let dir = std::env::temp_dir().join(format!("replay-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join(format!("{name}.{arch}.ptx"));
+    // Unique per call: tests run in parallel, and a file shared by two of them could be
+    // truncated by one while ptxas reads it for the other.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let src = dir.join(format!("{name}.{arch}.{call}.ptx"));
     std::fs::write(&src, ptx).unwrap();
     let out = Command::new(ptxas)
         .args(["-arch", arch, "-v", "-o"])
-        .arg(dir.join(format!("{name}.{arch}.cubin")))
+        .arg(src.with_extension("cubin"))
         .arg(&src)
         .output()
         .expect("run ptxas");

@@ -6,26 +6,9 @@ use replay_dsl::front::tile::Tile;
 use replay_dsl::ir::{CmpOp, Kernel, Param};
 use replay_dsl::prelude::*;
 use replay_dsl::{compile, Compiled, DType, Elem, Target};
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::OnceLock;
 
-fn ptxas() -> &'static PathBuf {
-    static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-        let out = Command::new("bash")
-            .arg(root.join("scripts/install-ptxas.sh"))
-            .output()
-            .expect("run install-ptxas.sh");
-        assert!(
-            out.status.success(),
-            "install-ptxas.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-}
+#[path = "prop_util.rs"]
+mod util;
 
 /// Compiles `k` for both targets, assembles each PTX with ptxas, asserts no spills; returns the
 /// compiled kernels (sm_90a first).
@@ -33,33 +16,8 @@ fn check(k: &Kernel) -> Vec<Compiled> {
     let mut out = Vec::new();
     for target in Target::ALL {
         let c = compile(k, target).unwrap_or_else(|e| panic!("{e}\n{k}"));
-        let dir = std::env::temp_dir().join(format!("replay-backend-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{}_{}.ptx", c.entry, target.arch()));
-        std::fs::write(&path, &c.ptx).unwrap();
-        let res = Command::new(ptxas())
-            .args(["-arch", target.arch(), "-v", "-o", "/dev/null"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let log = String::from_utf8_lossy(&res.stderr).to_string() + &String::from_utf8_lossy(&res.stdout);
-        assert!(
-            res.status.success(),
-            "ptxas failed for {} on {}:\n{log}\n{}",
-            c.entry,
-            target.arch(),
-            numbered(&c.ptx)
-        );
-        assert!(
-            log.contains("0 bytes spill stores, 0 bytes spill loads"),
-            "spills in {}:\n{log}",
-            c.entry
-        );
-        let regs = log
-            .split("Used ")
-            .nth(1)
-            .and_then(|s| s.split(' ').next())
-            .unwrap_or("?");
+        let log = util::assemble_verbose(&c.entry, target, &c.ptx).unwrap_or_else(|e| panic!("{e}"));
+        let regs = util::registers_without_spills(&format!("{} on {}", c.entry, target.arch()), &log);
         println!(
             "{} {}: {regs} registers, {} bytes smem",
             c.entry,
@@ -69,13 +27,6 @@ fn check(k: &Kernel) -> Vec<Compiled> {
         out.push(c);
     }
     out
-}
-
-fn numbered(s: &str) -> String {
-    s.lines()
-        .enumerate()
-        .map(|(i, l)| format!("{:5} {l}\n", i + 1))
-        .collect()
 }
 
 fn param(name: &str, dtype: DType, divisibility: u32) -> Param {
@@ -630,7 +581,7 @@ fn assert_no_exchange(c: &Compiled) {
         !c.ptx.contains("bar.sync"),
         "barrier in {}:\n{}",
         c.entry,
-        numbered(&c.ptx)
+        util::numbered(&c.ptx)
     );
     assert!(!c.ptx.contains("st.shared"), "shared memory in {}", c.entry);
 }
@@ -741,7 +692,7 @@ fn in_warp_conversion_uses_shuffles() {
         let layout = c[0].stage("layout").unwrap();
         assert!(layout.contains("convert"), "{layout}");
         assert!(c[0].ptx.contains("shfl.sync.idx"), "{}", c[0].ptx);
-        assert!(!c[0].ptx.contains("st.shared"), "{}", numbered(&c[0].ptx));
+        assert!(!c[0].ptx.contains("st.shared"), "{}", util::numbered(&c[0].ptx));
     }
 }
 

@@ -10,8 +10,6 @@ mod util;
 use dot::{kernel, DotCase, Operands};
 use replay_dsl::ir::DotPrecision;
 use replay_dsl::{compile, Target};
-use std::path::PathBuf;
-use std::process::Command;
 
 const TF32: &str = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
 const BF16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
@@ -20,31 +18,8 @@ const F16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
 /// Assembles `ptx` with `ptxas -v` for `target`; returns the registers used, after checking
 /// that nothing spills.
 fn assemble(name: &str, target: Target, ptx: &str) -> u32 {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("backend_mma");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{name}_{}.ptx", target.arch()));
-    std::fs::write(&file, ptx).unwrap();
-    let out = Command::new(util::ptxas())
-        .args(["-arch", target.arch(), "-v", "-o", "/dev/null"])
-        .arg(&file)
-        .output()
-        .expect("run ptxas");
-    let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "ptxas -arch={} rejected {name}:\n{log}\n{ptx}",
-        target.arch()
-    );
-    assert!(
-        log.contains("0 bytes spill stores, 0 bytes spill loads"),
-        "{name} spills on {}:\n{log}",
-        target.arch()
-    );
-    log.split("Used ")
-        .nth(1)
-        .and_then(|s| s.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no register count:\n{log}"))
+    let log = util::assemble_verbose(name, target, ptx).unwrap_or_else(|e| panic!("{e}"));
+    util::registers_without_spills(&format!("{name} on {}", target.arch()), &log)
 }
 
 /// The PTX of `c` for both targets (sm_90a first), each assembled without spills.

@@ -79,9 +79,16 @@ pub fn ptxas() -> &'static PathBuf {
 
 /// Assembles `ptx` with ptxas for `target`; the error carries ptxas's message and the PTX.
 pub fn assemble(name: &str, target: Target, ptx: &str) -> Result<(), String> {
+    assemble_verbose(name, target, ptx).map(|_| ())
+}
+
+/// Assembles `ptx` with `ptxas -v` for `target`; returns ptxas's log (registers, spills). The
+/// error carries ptxas's message and the PTX.
+pub fn assemble_verbose(name: &str, target: Target, ptx: &str) -> Result<String, String> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("prop_ptxas");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    // Unique per call: tests of one binary assemble kernels of the same name in parallel.
+    // Unique per call: tests of one binary assemble kernels of the same name in parallel, and a
+    // shared file could be truncated by one test while ptxas reads it for another.
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let file = dir.join(format!("{name}_{}_{}_{call}.ptx", target.arch(), std::process::id()));
@@ -89,23 +96,46 @@ pub fn assemble(name: &str, target: Target, ptx: &str) -> Result<(), String> {
     let cubin = file.with_extension("cubin");
     let out = Command::new(ptxas())
         .arg(format!("-arch={}", target.arch()))
+        .arg("-v")
         .arg("-o")
         .arg(&cubin)
         .arg(&file)
         .output()
         .map_err(|e| format!("running ptxas: {e}"))?;
+    let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(format!(
-            "ptxas -arch={} rejected {} ({}):\n{}\n--- PTX ---\n{ptx}",
+            "ptxas -arch={} rejected {} ({}):\n{log}\n--- PTX ---\n{}",
             target.arch(),
             name,
             file.display(),
-            String::from_utf8_lossy(&out.stderr)
+            numbered(ptx)
         ));
     }
     let _ = std::fs::remove_file(&file);
     let _ = std::fs::remove_file(&cubin);
-    Ok(())
+    Ok(log)
+}
+
+/// `ptx` with line numbers, to match ptxas's messages.
+pub fn numbered(ptx: &str) -> String {
+    ptx.lines()
+        .enumerate()
+        .map(|(i, l)| format!("{:5} {l}\n", i + 1))
+        .collect()
+}
+
+/// The registers `ptxas -v` reports in `log`, after checking that nothing spills.
+pub fn registers_without_spills(name: &str, log: &str) -> u32 {
+    assert!(
+        log.contains("0 bytes spill stores, 0 bytes spill loads"),
+        "{name} spills:\n{log}"
+    );
+    log.split("Used ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no register count for {name}:\n{log}"))
 }
 
 // ---------------------------------------------------------------------------------------------
