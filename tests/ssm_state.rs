@@ -1,4 +1,5 @@
-//! The decode state managers (`replay::ssm::state`) on the interpreter at the reduced
+//! The decode state managers (`replay::ssm::state`) on the interpreter (or, with
+//! `REPLAY_SSM_DEVICE=emulator`, the decode and verification tests on the PTX emulator) at the reduced
 //! `CPU_TEST` shape against the float64 recurrence: decode over ≥ 3 windows with staggered
 //! rows, rows joining (into recycled slots too) and leaving, padding rows and `z` on and off,
 //! for the replay state and the conventional baseline through the same `DecodeLayer`
@@ -125,6 +126,18 @@ fn decode<L: DecodeLayer>(
 
 fn interp() -> (Device, Stream) {
     let d = Device::interpreter();
+    let s = d.new_stream().unwrap();
+    (d, s)
+}
+
+/// The device of the decode and verification tests: the interpreter, or the PTX emulator
+/// with `REPLAY_SSM_DEVICE=emulator` (the same checks on the backend's sm_90a PTX).
+fn device() -> (Device, Stream) {
+    let d = match std::env::var("REPLAY_SSM_DEVICE").as_deref() {
+        Ok("emulator") => Device::emulator(),
+        Ok("") | Ok("interpreter") | Err(_) => Device::interpreter(),
+        Ok(other) => panic!("REPLAY_SSM_DEVICE={other}: the state tests run on the interpreter or the emulator"),
+    };
     let s = d.new_stream().unwrap();
     (d, s)
 }
@@ -260,7 +273,7 @@ impl CounterModel {
 }
 
 fn replay_decode(l: usize, gated: bool, seed: u64) {
-    let (_d, s) = interp();
+    let (_d, s) = device();
     let p = random_params(&mut Rng(seed), CPU_TEST);
     let plan = ReplayPlan::default_for(&CPU_TEST, l, 0);
     let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, BATCH, SLOTS, gated, plan).unwrap();
@@ -303,7 +316,7 @@ fn replay_decode_window_1_is_conventional() {
 
 #[test]
 fn conventional_decode_same_interface() {
-    let (_d, s) = interp();
+    let (_d, s) = device();
     let p = random_params(&mut Rng(14), CPU_TEST);
     let plan = ConventionalPlan::default_for(&CPU_TEST, 0);
     let mut st = Mamba2ConventionalState::new(&s, CPU_TEST, &p, BATCH, SLOTS, true, plan).unwrap();
@@ -315,7 +328,7 @@ fn conventional_decode_same_interface() {
 /// the counters follow the host model after every launch. Row 2 joins at iteration 3; row 1
 /// leaves at `iters / 2` and a new sequence takes its row (and slot) two iterations later.
 fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
-    let (_d, s) = interp();
+    let (_d, s) = device();
     let shape = CPU_TEST;
     let mut rng = Rng(seed);
     let p = random_params(&mut rng, shape);

@@ -425,7 +425,7 @@ impl Launch<'_> {
                         Err(e) => return Err(self.mem_err(ctaid, t, pc, space_name(space), at, len, e)),
                     }
                 }
-                Op::Atom { op, d, addr, b } => {
+                Op::Atom { op, d, addr, b, c } => {
                     let at = rd(regs, addr.base).wrapping_add(addr.offset as u64);
                     let len = match op {
                         AtomOp::AddF32 => 4,
@@ -435,13 +435,14 @@ impl Launch<'_> {
                         | AtomOp::Exch(i)
                         | AtomOp::And(i)
                         | AtomOp::Or(i)
-                        | AtomOp::Xor(i) => i.bits / 8,
+                        | AtomOp::Xor(i)
+                        | AtomOp::Cas(i) => i.bits / 8,
                     };
-                    let b = rd(regs, b);
+                    let (b, c) = (rd(regs, b), rd(regs, c));
                     match global.slice(at, len) {
                         Ok(m) => {
                             let old = read_le(m);
-                            write_le(m, atom(op, old, b));
+                            write_le(m, atom(op, old, b, c));
                             regs[d as usize] = old;
                         }
                         Err(e) => return Err(self.mem_err(ctaid, t, pc, "global", at, len, e)),
@@ -561,7 +562,7 @@ fn bfe(ty: Int, a: u64, b: u64, c: u64) -> u64 {
     ty.trunc(d)
 }
 
-fn atom(op: AtomOp, old: u64, b: u64) -> u64 {
+fn atom(op: AtomOp, old: u64, b: u64, c: u64) -> u64 {
     match op {
         AtomOp::AddF32 => float::f32_bin(FOp::Add, true, old, b),
         AtomOp::Add(i) => i.trunc(old.wrapping_add(b)),
@@ -571,5 +572,7 @@ fn atom(op: AtomOp, old: u64, b: u64) -> u64 {
         AtomOp::And(i) => i.trunc(old & b),
         AtomOp::Or(i) => i.trunc(old | b),
         AtomOp::Xor(i) => i.trunc(old ^ b),
+        AtomOp::Cas(i) if i.trunc(old) == i.trunc(b) => i.trunc(c),
+        AtomOp::Cas(_) => old,
     }
 }

@@ -336,6 +336,8 @@ pub enum AtomOp {
     Or(Int),
     /// `xor`.
     Xor(Int),
+    /// `cas`: store `c` if the old value equals `b`.
+    Cas(Int),
 }
 
 /// `shfl.sync` modes.
@@ -458,8 +460,14 @@ pub enum Op {
         s: [Src; 4],
         addr: Addr,
     },
-    /// `atom.global`.
-    Atom { op: AtomOp, d: Reg, addr: Addr, b: Src },
+    /// `atom.global d, [addr], b` (`cas`: `d, [addr], b, c`).
+    Atom {
+        op: AtomOp,
+        d: Reg,
+        addr: Addr,
+        b: Src,
+        c: Src,
+    },
     /// `cvta.to.global.u64` (global addresses are generic addresses here).
     Cvta { d: Reg, a: Src },
     /// `bra` to instruction index `target`.

@@ -1148,7 +1148,6 @@ impl Body<'_> {
     }
 
     fn atom(&self, p: &Parts) -> Result<Op, EmuError> {
-        p.want(3)?;
         let (op, ty) = match p.mods.as_slice() {
             ["global", op, ty] => (*op, *ty),
             _ => return Err(p.unknown()),
@@ -1165,15 +1164,19 @@ impl Body<'_> {
                     "and" => AtomOp::And(it),
                     "or" => AtomOp::Or(it),
                     "xor" => AtomOp::Xor(it),
+                    "cas" => AtomOp::Cas(it),
                     _ => return Err(p.unknown()),
                 }
             }
         };
+        let cas = matches!(op, AtomOp::Cas(_));
+        p.want(if cas { 4 } else { 3 })?;
         Ok(Op::Atom {
             op,
             d: self.dst(p, p.ops[0])?,
             addr: self.addr(p, p.ops[1])?,
             b: self.src(p, p.ops[2])?,
+            c: if cas { self.src(p, p.ops[3])? } else { Src::Imm(0) },
         })
     }
 

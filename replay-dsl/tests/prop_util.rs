@@ -204,8 +204,16 @@ pub struct Gpu {
 ///
 /// `REPLAY_GPU_TESTS_ON_INTERPRETER=1` runs the GPU tests on the interpreter device instead:
 /// a self-test of the harness (the interpreter compared with itself), not of the backend.
+/// `REPLAY_GPU_TESTS_ON_EMULATOR=1` runs them on the PTX emulator: the backend's sm_90a PTX
+/// executed on the CPU against the interpreter.
 pub fn gpu() -> Option<Gpu> {
     use replay_runtime::{Device, RuntimeError};
+    if std::env::var_os("REPLAY_GPU_TESTS_ON_EMULATOR").is_some_and(|v| v == "1") {
+        let device = Device::emulator();
+        eprintln!("REPLAY_GPU_TESTS_ON_EMULATOR=1: the GPU tests run on the PTX emulator");
+        let stream = device.new_stream().unwrap();
+        return Some(Gpu { device, stream });
+    }
     if std::env::var_os("REPLAY_GPU_TESTS_ON_INTERPRETER").is_some_and(|v| v == "1") {
         let device = Device::interpreter();
         eprintln!("REPLAY_GPU_TESTS_ON_INTERPRETER=1: the GPU tests run on the interpreter (harness self-test)");

@@ -63,7 +63,7 @@ pub enum RuntimeError {
     /// An operation the selected backend cannot perform.
     #[error("unsupported on the {backend} backend: {what}")]
     Unsupported {
-        /// `"cuda"` or `"interpreter"`.
+        /// `"cuda"`, `"interpreter"` or `"emulator"`.
         backend: &'static str,
         /// The operation.
         what: String,
@@ -74,6 +74,15 @@ pub enum RuntimeError {
         /// Kernel name.
         kernel: String,
         /// What the interpreter reported.
+        message: String,
+    },
+    /// The PTX emulator refused a kernel or failed while running it (a memcheck error, a
+    /// diverged warp collective, an instruction it does not implement).
+    #[error("kernel `{kernel}`: emulator: {message}")]
+    Emulator {
+        /// Kernel name.
+        kernel: String,
+        /// What the emulator reported.
         message: String,
     },
     /// Host data of the wrong size for a buffer.

@@ -71,11 +71,15 @@ pub fn pack(shape: ModelShape, tokens: &[Option<&StepInput>]) -> Packed {
 }
 
 /// The interpreter, or GPU 0 when `REPLAY_SSM_DEVICE=cuda` (the same checks then run on the
-/// GPU: `REPLAY_SSM_DEVICE=cuda cargo test -p replay-kernels --test 'ssm_*'`).
+/// GPU: `REPLAY_SSM_DEVICE=cuda cargo test -p replay-kernels --test 'ssm_*'`), or the PTX
+/// emulator when `REPLAY_SSM_DEVICE=emulator` (the sm_90a PTX run on the CPU, every access
+/// bounds-checked).
 pub fn device() -> (Device, Stream) {
     let d = match std::env::var("REPLAY_SSM_DEVICE").as_deref() {
         Ok("cuda") => Device::cuda(0).expect("REPLAY_SSM_DEVICE=cuda but no GPU"),
-        _ => Device::interpreter(),
+        Ok("emulator") => Device::emulator(),
+        Ok("") | Ok("interpreter") | Err(_) => Device::interpreter(),
+        Ok(other) => panic!("REPLAY_SSM_DEVICE={other}: expected cuda, emulator or interpreter"),
     };
     let s = d.new_stream().unwrap();
     (d, s)

@@ -62,7 +62,7 @@ impl RawBuffer {
         let device = stream.device().clone();
         let bytes = len * elem.bytes();
         let storage = match &device.inner.kind {
-            DeviceKind::Interpreter => Storage::Host(Mutex::new(vec![0u8; bytes])),
+            DeviceKind::Interpreter | DeviceKind::Emulator => Storage::Host(Mutex::new(vec![0u8; bytes])),
             DeviceKind::Cuda(_) => {
                 device.bind()?;
                 let ptr = if bytes == 0 {

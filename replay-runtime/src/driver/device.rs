@@ -1,5 +1,6 @@
-//! Devices: a CUDA GPU opened through the driver API, or the CPU interpreter standing in
-//! for one. Both expose the same streams, events, buffers and launches.
+//! Devices: a CUDA GPU opened through the driver API, or a CPU stand-in for one (the tile-IR
+//! interpreter, or the PTX emulator). All expose the same streams, events, buffers and
+//! launches.
 
 use super::module::ModuleCache;
 use super::probe::ensure_driver;
@@ -16,19 +17,24 @@ pub enum Backend {
     Cuda,
     /// The CPU interpreter of the tile IR (like `TRITON_INTERPRET=1`).
     Interpreter,
+    /// The CPU emulator of the generated PTX (`replay-ptx-emu`): the backend's sm_90a code,
+    /// run thread by thread with memory bounds checks.
+    Emulator,
 }
 
 impl Backend {
-    /// `"cuda"` or `"interpreter"`.
+    /// `"cuda"`, `"interpreter"` or `"emulator"`.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Cuda => "cuda",
             Backend::Interpreter => "interpreter",
+            Backend::Emulator => "emulator",
         }
     }
 }
 
-/// Whether `REPLAY_INTERPRET` asks for the interpreter: `1`, `true`, `yes`, `on` (any case).
+/// Whether `REPLAY_INTERPRET` (or `REPLAY_EMULATE`) asks for the interpreter (emulator):
+/// `1`, `true`, `yes`, `on` (any case).
 pub fn interpret_requested(value: Option<&str>) -> bool {
     value.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
@@ -40,7 +46,8 @@ pub struct DeviceInfo {
     pub backend: Backend,
     /// Device name as the driver reports it (e.g. `NVIDIA H200`).
     pub name: String,
-    /// Compute capability (major, minor); `(0, 0)` for the interpreter.
+    /// Compute capability (major, minor); `(0, 0)` for the interpreter, the emulated target's
+    /// for the emulator.
     pub compute_capability: (u32, u32),
     /// The code generation target; `None` for the interpreter.
     pub target: Option<Target>,
@@ -73,6 +80,7 @@ impl fmt::Display for DeviceInfo {
 pub(crate) enum DeviceKind {
     Cuda(Arc<CudaContext>),
     Interpreter,
+    Emulator,
 }
 
 pub(crate) struct DeviceInner {
@@ -106,11 +114,14 @@ fn attr(dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Result<i32> {
 }
 
 impl Device {
-    /// Opens GPU `ordinal`, or the interpreter when `REPLAY_INTERPRET` is set (see
-    /// [`interpret_requested`]).
+    /// Opens GPU `ordinal`, or the interpreter when `REPLAY_INTERPRET` is set, or the PTX
+    /// emulator when `REPLAY_EMULATE` is (see [`interpret_requested`]).
     pub fn open(ordinal: usize) -> Result<Device> {
-        if interpret_requested(std::env::var("REPLAY_INTERPRET").ok().as_deref()) {
+        let env = |name: &str| interpret_requested(std::env::var(name).ok().as_deref());
+        if env("REPLAY_INTERPRET") {
             Ok(Device::interpreter())
+        } else if env("REPLAY_EMULATE") {
+            Ok(Device::emulator())
         } else {
             Device::cuda(ordinal)
         }
@@ -200,6 +211,32 @@ impl Device {
         }
     }
 
+    /// The PTX emulator as a device: kernels are compiled for sm_90a like for an H100/H200 and
+    /// the PTX runs on the CPU (`replay-ptx-emu`), block after block, with every memory access
+    /// bounds-checked; buffers live in host memory, events measure wall-clock time (CPU
+    /// times, meaningless for tuning). Its limits are the interpreter's (228 KiB of shared
+    /// memory per block); it reports compute capability 9.0 and no memory, L2 or driver.
+    pub fn emulator() -> Device {
+        let info = DeviceInfo {
+            backend: Backend::Emulator,
+            name: "replay PTX emulator (CPU, sm_90a)".to_string(),
+            compute_capability: (9, 0),
+            target: Some(Target::Sm90),
+            total_memory: 0,
+            sm_count: 1,
+            l2_bytes: 0,
+            max_shared_per_block: 232_448,
+            driver_version: (0, 0),
+        };
+        Device {
+            inner: Arc::new(DeviceInner {
+                kind: DeviceKind::Emulator,
+                info,
+                modules: ModuleCache::default(),
+            }),
+        }
+    }
+
     /// Name, compute capability, target, sizes and driver version.
     pub fn info(&self) -> &DeviceInfo {
         &self.inner.info
@@ -216,7 +253,7 @@ impl Device {
             DeviceKind::Cuda(ctx) => ctx
                 .synchronize()
                 .map_err(|e| RuntimeError::driver("cuCtxSynchronize", e)),
-            DeviceKind::Interpreter => Ok(()),
+            DeviceKind::Interpreter | DeviceKind::Emulator => Ok(()),
         }
     }
 
@@ -228,17 +265,17 @@ impl Device {
     pub(crate) fn cuda_ctx(&self) -> Option<&Arc<CudaContext>> {
         match &self.inner.kind {
             DeviceKind::Cuda(ctx) => Some(ctx),
-            DeviceKind::Interpreter => None,
+            DeviceKind::Interpreter | DeviceKind::Emulator => None,
         }
     }
 
-    /// Binds the CUDA context to the calling thread (a no-op for the interpreter).
+    /// Binds the CUDA context to the calling thread (a no-op on the CPU backends).
     pub(crate) fn bind(&self) -> Result<()> {
         match &self.inner.kind {
             DeviceKind::Cuda(ctx) => ctx
                 .bind_to_thread()
                 .map_err(|e| RuntimeError::driver("cuCtxSetCurrent", e)),
-            DeviceKind::Interpreter => Ok(()),
+            DeviceKind::Interpreter | DeviceKind::Emulator => Ok(()),
         }
     }
 }
@@ -281,6 +318,16 @@ mod tests {
         assert_eq!(d.info().target, None);
         assert_eq!(d.clone(), d);
         assert_ne!(Device::interpreter(), d);
+        assert!(d.synchronize().is_ok());
+    }
+
+    #[test]
+    fn emulator_device() {
+        let d = Device::emulator();
+        assert_eq!(d.backend(), Backend::Emulator);
+        assert_eq!(d.backend().name(), "emulator");
+        assert_eq!(d.info().target, Some(Target::Sm90));
+        assert!(d.info().name.contains("emulator"));
         assert!(d.synchronize().is_ok());
     }
 }

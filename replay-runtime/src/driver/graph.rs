@@ -20,12 +20,12 @@ impl Stream {
     /// Captures the work `record` enqueues on this stream into a graph (nothing runs during
     /// capture). Kernels must have been loaded before (e.g. by one ordinary launch): loading a
     /// module or copying host data is not allowed while capturing. The stream must come from
-    /// [`crate::Device::new_stream`]. On the interpreter this is
+    /// [`crate::Device::new_stream`]. On the CPU backends this is
     /// [`RuntimeError::Unsupported`].
     pub fn capture(&self, record: impl FnOnce(&Stream) -> Result<()>) -> Result<Graph> {
         let Some(s) = self.cu_stream() else {
             return Err(RuntimeError::Unsupported {
-                backend: "interpreter",
+                backend: self.device().backend().name(),
                 what: "CUDA graph capture".into(),
             });
         };

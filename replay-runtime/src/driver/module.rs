@@ -1,5 +1,6 @@
-//! Loaded kernels: traced, compiled to PTX, JIT-loaded by the driver (`cuModuleLoadData`) and
-//! cached per device by (kernel, config, specialization, target).
+//! Loaded kernels: traced, compiled to PTX, JIT-loaded by the driver (`cuModuleLoadData`) or
+//! parsed by the PTX emulator, and cached per device by (kernel, config, specialization,
+//! target).
 
 use super::device::{Device, DeviceKind};
 use crate::error::{Result, RuntimeError};
@@ -24,7 +25,7 @@ pub struct ModuleKey {
 }
 
 /// Resource usage the driver reports for a loaded kernel (`cuFuncGetAttribute`); on the
-/// interpreter only `num_threads` and `shared_bytes` are known.
+/// CPU backends only `num_threads` and `shared_bytes` are known.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadInfo {
     /// Threads per program (block).
@@ -69,6 +70,8 @@ pub struct LoadedKernel {
     /// Resource usage.
     pub info: LoadInfo,
     pub(crate) cuda: Option<CudaFunction>,
+    /// The parsed PTX, on the emulator (parsed once per module).
+    pub(crate) emu: Option<replay_ptx_emu::Module>,
 }
 
 impl std::fmt::Debug for LoadedKernel {
@@ -116,6 +119,16 @@ fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaF
     }
 }
 
+/// The PTX of `compiled` parsed for the emulator; a parse error (an instruction the emulator
+/// does not implement) names the kernel.
+fn load_emu(kernel: &str, compiled: &Compiled) -> Result<replay_ptx_emu::Module> {
+    replay_ptx_emu::Module::parse(&compiled.ptx).map_err(|e| RuntimeError::Load {
+        kernel: kernel.to_string(),
+        entry: compiled.entry.clone(),
+        message: format!("the PTX emulator cannot run it: {e}"),
+    })
+}
+
 fn func_attr(f: &CudaFunction, a: sys::CUfunction_attribute) -> Result<u32> {
     // SAFETY: `f.func` belongs to a loaded module.
     unsafe { result::function::get_function_attribute(f.func, a) }
@@ -154,6 +167,25 @@ impl Device {
                     compiled: None,
                     info,
                     cuda: None,
+                    emu: None,
+                }
+            }
+            DeviceKind::Emulator => {
+                let target = key.target.or(self.info().target).expect("the emulator has a target");
+                let compiled = replay_dsl::compile(&ir, target)?;
+                let emu = load_emu(&key.kernel, &compiled)?;
+                let info = LoadInfo {
+                    num_threads: compiled.num_threads,
+                    shared_bytes: compiled.shared_bytes,
+                    ..LoadInfo::default()
+                };
+                LoadedKernel {
+                    key: key.clone(),
+                    ir: Some(ir),
+                    compiled: Some(compiled),
+                    info,
+                    cuda: None,
+                    emu: Some(emu),
                 }
             }
             DeviceKind::Cuda(_) => {
@@ -185,6 +217,7 @@ impl Device {
                     compiled: Some(compiled),
                     info,
                     cuda: Some(func),
+                    emu: None,
                 }
             }
         };
@@ -194,23 +227,50 @@ impl Device {
     }
 
     /// Loads hand-written (or foreign) PTX text and its entry `entry`, launched with
-    /// `num_threads` threads per block. Not cached; CUDA devices only (the interpreter has no
-    /// IR to run: [`RuntimeError::Unsupported`]).
+    /// `num_threads` threads per block. Not cached; CUDA devices and the emulator only (the
+    /// interpreter has no IR to run: [`RuntimeError::Unsupported`]).
     pub fn load_ptx(&self, ptx: &str, entry: &str, num_threads: u32) -> Result<Arc<LoadedKernel>> {
-        if self.cuda_ctx().is_none() {
+        let Some(target) = self.info().target else {
             return Err(RuntimeError::Unsupported {
-                backend: "interpreter",
+                backend: self.backend().name(),
                 what: "loading PTX".into(),
             });
-        }
-        let compiled = Compiled {
+        };
+        let mut compiled = Compiled {
             entry: entry.to_string(),
-            target: self.info().target.expect("a CUDA device has a target"),
+            target,
             ptx: ptx.to_string(),
             num_threads,
             shared_bytes: 0,
             stages: vec![("ptx".to_string(), ptx.to_string())],
         };
+        let key = ModuleKey {
+            kernel: entry.to_string(),
+            config: Vec::new(),
+            specialization: Specialization::default(),
+            target: Some(target),
+        };
+        if self.cuda_ctx().is_none() {
+            let emu = load_emu(entry, &compiled)?;
+            compiled.shared_bytes = emu.shared_bytes(entry).map_err(|e| RuntimeError::Load {
+                kernel: entry.to_string(),
+                entry: entry.to_string(),
+                message: e.to_string(),
+            })?;
+            let info = LoadInfo {
+                num_threads,
+                shared_bytes: compiled.shared_bytes,
+                ..LoadInfo::default()
+            };
+            return Ok(Arc::new(LoadedKernel {
+                key,
+                ir: None,
+                compiled: Some(compiled),
+                info,
+                cuda: None,
+                emu: Some(emu),
+            }));
+        }
         let func = load_cuda(self, entry, &compiled)?;
         use sys::CUfunction_attribute as A;
         let info = LoadInfo {
@@ -219,18 +279,13 @@ impl Device {
             num_regs: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_NUM_REGS)?),
             local_bytes: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?),
         };
-        let key = ModuleKey {
-            kernel: entry.to_string(),
-            config: Vec::new(),
-            specialization: Specialization::default(),
-            target: self.info().target,
-        };
         Ok(Arc::new(LoadedKernel {
             key,
             ir: None,
             compiled: Some(compiled),
             info,
             cuda: Some(func),
+            emu: None,
         }))
     }
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 pub(crate) enum StreamKind {
     Cuda(Arc<CudaStream>),
-    /// The interpreter runs work synchronously; its stream is only an ordering token.
+    /// The CPU backends run work synchronously; their stream is only an ordering token.
     Host,
 }
 
@@ -36,7 +36,7 @@ impl Device {
                 ctx.new_stream()
                     .map_err(|e| RuntimeError::driver("cuStreamCreate", e))?,
             ),
-            DeviceKind::Interpreter => StreamKind::Host,
+            DeviceKind::Interpreter | DeviceKind::Emulator => StreamKind::Host,
         };
         Ok(Stream {
             device: self.clone(),
@@ -48,7 +48,7 @@ impl Device {
     pub fn default_stream(&self) -> Stream {
         let kind = match &self.inner.kind {
             DeviceKind::Cuda(ctx) => StreamKind::Cuda(ctx.default_stream()),
-            DeviceKind::Interpreter => StreamKind::Host,
+            DeviceKind::Interpreter | DeviceKind::Emulator => StreamKind::Host,
         };
         Stream {
             device: self.clone(),
@@ -63,7 +63,7 @@ impl Device {
                 ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                     .map_err(|e| RuntimeError::driver("cuEventCreate", e))?,
             ),
-            DeviceKind::Interpreter => EventKind::Host(Mutex::new(None)),
+            DeviceKind::Interpreter | DeviceKind::Emulator => EventKind::Host(Mutex::new(None)),
         };
         Ok(Event {
             device: self.clone(),

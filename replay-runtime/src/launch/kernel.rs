@@ -1,4 +1,4 @@
-//! Compiled kernel handles and the launch path shared by both backends:
+//! Compiled kernel handles and the launch path shared by all backends:
 //! check arguments → specialize → fetch or compile the module → run.
 
 use super::args::{ArgValue, LaunchArgs};
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// Which engine runs one launch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Engine {
-    /// The device's own backend (the GPU, or the interpreter on an interpreter device).
+    /// The device's own backend (the GPU, the interpreter or the emulator).
     #[default]
     Device,
     /// The CPU interpreter, whatever the device: buffers are copied to the host and back.
@@ -130,7 +130,7 @@ impl<K: KernelDef> CompiledKernel<K> {
             return Ok(());
         }
         match (engine, self.device.backend()) {
-            (Engine::Interpreter, Backend::Cuda) => {
+            (Engine::Interpreter, Backend::Cuda | Backend::Emulator) => {
                 let key = crate::driver::module::ModuleKey {
                     kernel: K::NAME.to_string(),
                     config: self
@@ -152,10 +152,12 @@ impl<K: KernelDef> CompiledKernel<K> {
                     ir: Some(ir),
                     compiled: None,
                     cuda: None,
+                    emu: None,
                 };
                 super::interp::run(stream, &loaded, grid, args)
             }
             (_, Backend::Interpreter) => super::interp::run(stream, &*self.load(&spec)?, grid, args),
+            (Engine::Device, Backend::Emulator) => super::emu::run(stream, &*self.load(&spec)?, grid, args),
             (Engine::Device, Backend::Cuda) => launch_cuda(stream, &*self.load(&spec)?, grid, args),
         }
     }
@@ -175,6 +177,7 @@ impl LoadedKernel {
         match stream.device().backend() {
             Backend::Cuda => launch_cuda(stream, self, grid, args),
             Backend::Interpreter => super::interp::run(stream, self, grid, args),
+            Backend::Emulator => super::emu::run(stream, self, grid, args),
         }
     }
 }

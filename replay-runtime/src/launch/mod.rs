@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod check;
+pub mod emu;
 pub mod grid;
 pub mod interp;
 pub mod kernel;
