@@ -308,6 +308,10 @@ pub enum DotPrecision {
     /// three TF32 products (within ~1e-6 of Σ|a||b|); CUDA cores otherwise.
     #[default]
     Tf32x3,
+    /// Tensor cores where the shapes allow, f32 operands rounded once to TF32 (one product per
+    /// pair; within ~1e-3 of Σ|a||b|, Triton's default `tf32`): for results that end in 16-bit
+    /// floats. CUDA cores otherwise.
+    Tf32,
     /// CUDA cores only: one f32 fused multiply-add per product.
     Ieee,
 }
@@ -512,6 +516,7 @@ impl Op {
             ),
             Op::Dot { precision, .. } => match precision {
                 DotPrecision::Tf32x3 => "dot".into(),
+                DotPrecision::Tf32 => "dot.tf32".into(),
                 DotPrecision::Ieee => "dot.ieee".into(),
             },
             Op::Atomic { kind, .. } => format!("atomic.{}", format!("{kind:?}").to_lowercase()),

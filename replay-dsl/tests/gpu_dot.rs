@@ -21,6 +21,9 @@ use util::*;
 
 /// The bound on `|gpu − interpreter|` relative to `|acc| + Σ_k |a_ik| |b_kj|`.
 const TOL: f64 = 1e-6;
+/// The precisions tested: the interpreter rounds `Tf32` operands as the backend does, so both
+/// meet [`TOL`].
+const PRECISIONS: [DotPrecision; 2] = [DotPrecision::Tf32x3, DotPrecision::Tf32];
 /// Programs per launch (each its own matrices).
 const PROGRAMS: usize = 2;
 
@@ -126,7 +129,7 @@ fn dots_match_the_interpreter() {
     let mut summary = vec![];
     for (m, n, k) in shapes {
         for ops in Operands::ALL {
-            for warps in [1, 4, 8] {
+            for (warps, precision) in [1, 4, 8].into_iter().flat_map(|w| PRECISIONS.map(|p| (w, p))) {
                 for acc in [false, true] {
                     let c = DotCase {
                         m,
@@ -135,7 +138,7 @@ fn dots_match_the_interpreter() {
                         warps,
                         ops,
                         acc,
-                        precision: DotPrecision::Tf32x3,
+                        precision,
                     };
                     match run_case(&gpu, &mut rng, c) {
                         Ok(worst) => summary.push(format!("{c:?}: worst {worst:.2e}")),

@@ -330,10 +330,7 @@ impl<'k> Assignment<'k> {
 
     /// The tensor-core plan of the dot `a @ b`, if it runs on tensor cores.
     pub fn mma_plan(&self, a: Value, b: Value, precision: DotPrecision) -> Option<super::mma::MmaPlan> {
-        if precision == DotPrecision::Ieee {
-            return None;
-        }
-        super::mma::plan_of(self.kernel, &|v| self.def(v), a, b)
+        super::mma::plan_of(self.kernel, &|v| self.def(v), a, b, precision)
     }
 
     /// The layout a scan runs in (its input's, when that one suits scans).

@@ -16,7 +16,7 @@
 
 use super::layout::{Bit, Layout, LANE_BITS};
 use super::smem;
-use crate::ir::{Const, Inst, Kernel, Op, UnaryOp, Value};
+use crate::ir::{Const, DotPrecision, Inst, Kernel, Op, UnaryOp, Value};
 use crate::types::{DType, Elem};
 
 /// The operand type of an mma dot, which fixes the instruction.
@@ -71,6 +71,8 @@ pub struct MmaPlan {
     pub n: usize,
     /// Columns of A, rows of B.
     pub k: usize,
+    /// How f32 operands become tf32: rounded once (`Tf32`) or split in three terms (`Tf32x3`).
+    pub precision: DotPrecision,
     /// A, staged at byte 0.
     pub a: Staged,
     /// B, staged at byte `b_base`.
@@ -93,11 +95,20 @@ fn staged_source<'k>(kernel: &Kernel, def: &dyn Fn(Value) -> Option<&'k Inst>, v
     }
 }
 
-/// The tensor-core plan of the dot `a @ b` of `kernel` (`def` finds each value's definition),
-/// or `None` when it stays on CUDA cores: operands neither f32 nor both bf16 or both f16 (casts
-/// to f32 from them count as them), `M` not a multiple of 16, `N` of 8 or `K` of the
-/// instruction's K, or staged operands beyond the shared-memory limit.
-pub fn plan_of<'k>(kernel: &Kernel, def: &dyn Fn(Value) -> Option<&'k Inst>, a: Value, b: Value) -> Option<MmaPlan> {
+/// The tensor-core plan of the dot `a @ b` of `kernel` at `precision` (`def` finds each value's
+/// definition), or `None` when it stays on CUDA cores: precision `Ieee`, operands neither f32
+/// nor both bf16 or both f16 (casts to f32 from them count as them), `M` not a multiple of 16,
+/// `N` of 8 or `K` of the instruction's K, or staged operands beyond the shared-memory limit.
+pub fn plan_of<'k>(
+    kernel: &Kernel,
+    def: &dyn Fn(Value) -> Option<&'k Inst>,
+    a: Value,
+    b: Value,
+    precision: DotPrecision,
+) -> Option<MmaPlan> {
+    if precision == DotPrecision::Ieee {
+        return None;
+    }
     let (ta, tb) = (kernel.ty(a), kernel.ty(b));
     let (m, n, k) = (ta.shape[0], tb.shape[1], ta.shape[1]);
     let ((va, ea), (vb, eb)) = (staged_source(kernel, def, a), staged_source(kernel, def, b));
@@ -132,6 +143,7 @@ pub fn plan_of<'k>(kernel: &Kernel, def: &dyn Fn(Value) -> Option<&'k Inst>, a: 
         m,
         n,
         k,
+        precision,
         a,
         b,
         b_base,
@@ -304,7 +316,7 @@ mod tests {
             let mut got = None;
             crate::ir::walk_insts(&kernel.body, &mut |i: &Inst| {
                 if let Op::Dot { a, b, .. } = i.op {
-                    let p = plan_of(&kernel, &|v| defs.get(&v), a, b);
+                    let p = plan_of(&kernel, &|v| defs.get(&v), a, b, DotPrecision::Tf32x3);
                     got = Some(p.map(|p| (p.kind, p.a.elem, p.b.elem, p.a.pitch, p.b.pitch)));
                 }
             });

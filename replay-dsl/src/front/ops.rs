@@ -281,11 +281,17 @@ pub fn cumprod_reverse_exclusive<T: Num>(x: Tile<T>, axis: usize) -> Tile<T> {
 
 /// `a @ b` for `[M, K]` and `[K, N]` tiles, accumulated in f32.
 pub fn dot<T: Float>(a: Tile<T>, b: Tile<T>) -> Tile<f32> {
+    dot_in(a, b, DotPrecision::Tf32x3)
+}
+
+/// [`dot`] computed as `precision` says (e.g. [`DotPrecision::Tf32`] for a product whose
+/// result ends in a 16-bit float).
+pub fn dot_in<T: Float>(a: Tile<T>, b: Tile<T>, precision: DotPrecision) -> Tile<f32> {
     let (sa, sb) = (a.shape(), b.shape());
     let m = sa.first().copied().unwrap_or(1);
     let n = sb.get(1).copied().unwrap_or(1);
     let acc = super::tile::zeros::<f32>([m, n]);
-    dot_acc(a, b, acc)
+    dot_acc_in(a, b, acc, precision)
 }
 
 /// `acc + a @ b` for `[M, K]`, `[K, N]` and `[M, N]` f32 tiles.

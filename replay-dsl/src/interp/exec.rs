@@ -3,12 +3,13 @@
 use super::error::InterpError;
 use super::memory::Memory;
 use super::value::{
-    decode_f, decode_i, encode_f, encode_i, fma_f32, fmax, fmin, round_slice, rounder, wrap, Data, PtrVal,
+    decode_f, decode_i, encode_f, encode_i, fma_f32, fmax, fmin, round_slice, round_tf32, rounder, wrap, Data, PtrVal,
 };
 use super::Arg;
 use crate::host::{int_to_float, stochastic_round};
 use crate::ir::{
-    AtomicKind, BinaryOp, Block, CmpOp, Const, Inst, Kernel, Op, ReduceKind, Rounding, ScanKind, UnaryOp, Value,
+    AtomicKind, BinaryOp, Block, CmpOp, Const, DotPrecision, Inst, Kernel, Op, ReduceKind, Rounding, ScanKind, UnaryOp,
+    Value,
 };
 use crate::types::{DType, Elem};
 use std::rc::Rc;
@@ -528,7 +529,7 @@ impl<'a> Exec<'a> {
                 };
                 self.set(r, out)
             }
-            Op::Dot { a, b, acc, .. } => {
+            Op::Dot { a, b, acc, precision } => {
                 let r = Self::result(inst)?;
                 let (sa, sb, sc) = (&k.ty(*a).shape, &k.ty(*b).shape, &k.ty(*acc).shape);
                 if sa.len() != 2 || sb.len() != 2 || sa[1] != sb[0] || sc[..] != [sa[0], sb[1]] {
@@ -539,8 +540,13 @@ impl<'a> Exec<'a> {
                 let (Data::F(av), Data::F(bv), Data::F(cv)) = (&*da, &*db, &*dc) else {
                     return unsupported("dot of non-float tiles");
                 };
-                let af: Vec<f32> = av.iter().map(|&x| x as f32).collect();
-                let bf: Vec<f32> = bv.iter().map(|&x| x as f32).collect();
+                // `Tf32` rounds the operands first (as the tensor cores see them).
+                let operand = |x: f64| match precision {
+                    DotPrecision::Tf32 => round_tf32(x as f32),
+                    DotPrecision::Tf32x3 | DotPrecision::Ieee => x as f32,
+                };
+                let af: Vec<f32> = av.iter().map(|&x| operand(x)).collect();
+                let bf: Vec<f32> = bv.iter().map(|&x| operand(x)).collect();
                 let mut out: Vec<f32> = cv.iter().map(|&x| x as f32).collect();
                 for i in 0..m {
                     let row = &mut out[i * n..(i + 1) * n];

@@ -148,6 +148,17 @@ pub(crate) fn fmax(a: f64, b: f64) -> f64 {
     }
 }
 
+/// `x` rounded to TF32 (10 mantissa bits, to nearest, ties away from zero), as
+/// `cvt.rna.tf32.f32`: the low 13 bits of the result are zero. NaN and infinities pass.
+pub(crate) fn round_tf32(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    // Adding half a TF32 ulp to the magnitude bits and truncating rounds ties away from zero
+    // (a carry into the exponent is the correct rounding, up to infinity).
+    f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
+}
+
 /// `a * b + c` rounded once to f32 (a fused multiply-add), computed in f64: the product of two
 /// f32 is exact in f64, and the sum is made round-to-odd before the final rounding.
 #[inline]
@@ -225,6 +236,23 @@ pub(crate) fn encode_i(e: Elem, x: i64, out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tf32_rounds_to_nearest_ties_away() {
+        let ulp = 2f32.powi(-10);
+        for (x, want) in [
+            (1.0 + ulp / 2.0, 1.0 + ulp),          // tie: away from zero
+            (-(1.0 + ulp / 2.0), -(1.0 + ulp)),    // tie, negative
+            (1.0 + ulp / 2.0 - f32::EPSILON, 1.0), // below the tie
+            (1.0 + 1.5 * ulp, 1.0 + 2.0 * ulp),    // tie at an odd ulp: still away
+            (2.0 - ulp / 4.0, 2.0),                // carry into the exponent
+            (f32::INFINITY, f32::INFINITY),
+        ] {
+            assert_eq!(round_tf32(x), want, "{x}");
+            assert_eq!(round_tf32(x).to_bits() & 0x1fff, 0);
+        }
+        assert!(round_tf32(f32::NAN).is_nan());
+    }
 
     #[test]
     fn fma_matches_hardware_fma() {

@@ -1,12 +1,14 @@
 //! `acc + a @ b` on CUDA cores, for the shapes that do not fit the tensor cores (see `mma`):
 //! A `[M, K]` and B `[K, N]` are staged in shared memory as f32 (row-major), then every thread
-//! runs a PTX loop over K with one FMA per owned C element.
+//! runs a PTX loop over K with one FMA per owned C element (precision `Tf32` rounds the
+//! operands to tf32 first, as the tensor cores see them).
 
 use super::elementwise::elem;
 use super::regs::{Class, Reg};
 use super::Emitter;
 use crate::backend::layout::LayoutId;
 use crate::error::CompileError;
+use crate::ir::DotPrecision;
 use crate::types::{DType, Elem};
 
 impl Emitter<'_> {
@@ -25,6 +27,7 @@ impl Emitter<'_> {
         a: crate::ir::Value,
         b: crate::ir::Value,
         acc: crate::ir::Value,
+        precision: DotPrecision,
     ) -> Result<Vec<Reg>, CompileError> {
         let (m, k) = (self.ty(a).shape[0], self.ty(a).shape[1]);
         let n = self.ty(b).shape[1];
@@ -33,8 +36,15 @@ impl Emitter<'_> {
             self.asg.operand_layouts(inst)
         };
         let (la, lb) = (ops[0].1, ops[1].1);
-        let ra = self.f32_regs(a, la)?;
-        let rb = self.f32_regs(b, lb)?;
+        let (mut ra, mut rb) = (self.f32_regs(a, la)?, self.f32_regs(b, lb)?);
+        if precision == DotPrecision::Tf32 {
+            // The same products as on the tensor cores: operands rounded once to tf32.
+            for x in ra.iter_mut().chain(rb.iter_mut()) {
+                let t = self.reg(Class::B32);
+                emit!(self, "cvt.rna.tf32.f32 {t}, {x}");
+                *x = t;
+            }
+        }
         let racc = self.get(acc, lc)?;
         let b_base = (m * k * 4).div_ceil(16) * 16;
         self.smem_begin(b_base + k * n * 4);

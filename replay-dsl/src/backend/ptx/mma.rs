@@ -16,13 +16,24 @@ use super::Emitter;
 use crate::backend::layout::{LayoutId, LANE_BITS};
 use crate::backend::mma::{exact_in_tf32, MmaKind, MmaPlan, Staged};
 use crate::error::CompileError;
-use crate::ir::Value;
+use crate::ir::{DotPrecision, Value};
 use crate::types::{DType, Elem};
 
 /// The most fragment words loaded per iteration of the K loop (k-steps are unrolled up to it).
 const FRAG_WORDS: usize = 32;
 /// The most k-steps unrolled per iteration of the K loop.
 const MAX_UNROLL: usize = 8;
+
+/// How an operand's f32 words become tf32 words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tf32Words {
+    /// Exact in tf32 (or 16-bit operands): used as they are.
+    Exact,
+    /// Rounded once (`DotPrecision::Tf32`).
+    Rounded,
+    /// Split into high and low parts (`DotPrecision::Tf32x3`).
+    Split,
+}
 
 /// An operand fragment: the words passed to `mma`, and the low tf32 parts when it has them.
 struct Frag {
@@ -49,10 +60,17 @@ impl Emitter<'_> {
             self.asg.operand_layouts(inst)
         };
         let ((va, la), (vb, lb)) = (ops[0], ops[1]);
-        let split = |e: &Self, v: Value, st: Staged| {
-            p.kind == MmaKind::Tf32 && st.elem == Elem::F32 && !exact_in_tf32(e.k, &|x| e.asg.def(x), v)
+        // How each operand's f32 words become tf32: as they are when exact, else rounded once
+        // (`Tf32`) or split (`Tf32x3`).
+        let rounding = |e: &Self, v: Value, st: Staged| match () {
+            _ if p.kind != MmaKind::Tf32 || st.elem != Elem::F32 || exact_in_tf32(e.k, &|x| e.asg.def(x), v) => {
+                Tf32Words::Exact
+            }
+            _ if p.precision == DotPrecision::Tf32 => Tf32Words::Rounded,
+            _ => Tf32Words::Split,
         };
-        let (split_a, split_b) = (split(self, a, p.a), split(self, b, p.b));
+        let (round_a, round_b) = (rounding(self, a, p.a), rounding(self, b, p.b));
+        let (split_a, split_b) = (round_a == Tf32Words::Split, round_b == Tf32Words::Split);
         let (ra, rb, racc) = (self.get(va, la)?, self.get(vb, lb)?, self.get(acc, lc)?);
         self.smem_begin(p.bytes);
         self.stage(&ra, DType::Val(p.a.elem), la, 0, p.a.pitch);
@@ -129,12 +147,18 @@ impl Emitter<'_> {
         for u in 0..unroll {
             let afr: Vec<Frag> = rows
                 .iter()
-                .map(|&m0| self.a_frag(p, pa, (m0 * p.a.pitch + u * ks) * sa, split_a))
+                .map(|&m0| self.a_frag(p, pa, (m0 * p.a.pitch + u * ks) * sa, round_a))
                 .collect();
-            let bfr: Vec<Frag> = self.b_frags(p, pb, u * ks * p.b.pitch * sb, &cols, pair, split_b);
+            let bfr: Vec<Frag> = self.b_frags(p, pb, u * ks * p.b.pitch * sb, &cols, pair, round_b);
             for (q, (m0, n0)) in tiles.iter().enumerate() {
                 let fa = &afr[rows.binary_search(m0).expect("row tile")];
                 let fb = &bfr[cols.binary_search(n0).expect("column tile")];
+                let tile = &c[4 * q..4 * q + 4];
+                if p.precision == DotPrecision::Tf32 {
+                    // One term, chained through the accumulator.
+                    self.mma(p.kind, tile, &fa.hi, &fb.hi, tile);
+                    continue;
+                }
                 let mut terms: Vec<(&[Reg], &[Reg])> = Vec::with_capacity(3);
                 if let Some(lo) = &fa.lo {
                     terms.push((lo, &fb.hi));
@@ -149,7 +173,7 @@ impl Emitter<'_> {
                     self.mma(p.kind, &t, x, y, &from);
                     from.copy_from_slice(&t);
                 }
-                for (d, x) in c[4 * q..4 * q + 4].iter().zip(&t) {
+                for (d, x) in tile.iter().zip(&t) {
                     emit!(self, "add.rn.f32 {d}, {d}, {x}");
                 }
             }
@@ -214,15 +238,15 @@ impl Emitter<'_> {
     }
 
     /// The A fragment of one m16 tile and k-step at byte `off` from the thread's address.
-    fn a_frag(&mut self, p: MmaPlan, pa: Reg, off: usize, split: bool) -> Frag {
+    fn a_frag(&mut self, p: MmaPlan, pa: Reg, off: usize, words: Tf32Words) -> Frag {
         match p.kind {
             MmaKind::Tf32 => {
                 // a0: (g, t), a1: (g + 8, t), a2: (g, t + 4), a3: (g + 8, t + 4).
                 let s = p.a.elem.bytes();
                 let (down, right) = (8 * p.a.pitch * s, 4 * s);
                 let offs = [off, off + down, off + right, off + down + right];
-                let words = offs.map(|o| self.ld_tf32(p.a.elem, pa, o));
-                self.tf32_frag(&words, split)
+                let loaded = offs.map(|o| self.ld_tf32(p.a.elem, pa, o));
+                self.tf32_frag(&loaded, words)
             }
             MmaKind::Bf16 | MmaKind::F16 => {
                 let w = self.regs_n(Class::B32, 4);
@@ -248,7 +272,7 @@ impl Emitter<'_> {
         off: usize,
         cols: &[usize],
         pair: Option<usize>,
-        split: bool,
+        words: Tf32Words,
     ) -> Vec<Frag> {
         let s = p.b.elem.bytes();
         match (p.kind, pair) {
@@ -257,8 +281,8 @@ impl Emitter<'_> {
                 .map(|&n0| {
                     // b0: (k = t, n = g), b1: (t + 4, g).
                     let o = off + n0 * s;
-                    let words = [o, o + 4 * p.b.pitch * s].map(|o| self.ld_tf32(p.b.elem, pb, o));
-                    self.tf32_frag(&words, split)
+                    let loaded = [o, o + 4 * p.b.pitch * s].map(|o| self.ld_tf32(p.b.elem, pb, o));
+                    self.tf32_frag(&loaded, words)
                 })
                 .collect(),
             (_, Some(_)) => {
@@ -321,25 +345,27 @@ impl Emitter<'_> {
         w
     }
 
-    /// A tf32 fragment of f32 words: the words themselves when exact, else their 3xTF32 split
-    /// `hi = tf32(x)`, `lo = tf32(x − hi)`.
-    fn tf32_frag(&mut self, words: &[Reg], split: bool) -> Frag {
-        if !split {
-            return Frag {
-                hi: words.to_vec(),
-                lo: None,
-            };
-        }
+    /// A tf32 fragment of f32 words: the words themselves when exact, rounded once, or their
+    /// 3xTF32 split `hi = tf32(x)`, `lo = tf32(x − hi)`.
+    fn tf32_frag(&mut self, words: &[Reg], how: Tf32Words) -> Frag {
         let (mut hi, mut lo) = (Vec::new(), Vec::new());
         for x in words {
-            let (h, d, l) = (self.reg(Class::B32), self.reg(Class::B32), self.reg(Class::B32));
+            if how == Tf32Words::Exact {
+                hi.push(*x);
+                continue;
+            }
+            let h = self.reg(Class::B32);
             emit!(self, "cvt.rna.tf32.f32 {h}, {x}");
-            emit!(self, "sub.f32 {d}, {x}, {h}");
-            emit!(self, "cvt.rna.tf32.f32 {l}, {d}");
             hi.push(h);
-            lo.push(l);
+            if how == Tf32Words::Split {
+                let (d, l) = (self.reg(Class::B32), self.reg(Class::B32));
+                emit!(self, "sub.f32 {d}, {x}, {h}");
+                emit!(self, "cvt.rna.tf32.f32 {l}, {d}");
+                lo.push(l);
+            }
         }
-        Frag { hi, lo: Some(lo) }
+        let lo = (how == Tf32Words::Split).then_some(lo);
+        Frag { hi, lo }
     }
 
     /// `d = a · b + c` for one m16n8 tile.

@@ -318,7 +318,7 @@ impl<'k> Emitter<'k> {
             } => self.scan(r, *value, *axis, *kind, *reverse, *exclusive),
             Op::Dot { a, b, acc, precision } => match self.asg.mma_plan(*a, *b, *precision) {
                 Some(p) => self.dot_mma(r, l, (*a, *b, *acc), p),
-                None => self.dot(r, l, *a, *b, *acc),
+                None => self.dot(r, l, *a, *b, *acc, *precision),
             },
             Op::Atomic {
                 kind,
