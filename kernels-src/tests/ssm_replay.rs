@@ -13,7 +13,7 @@ use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
-use replay_runtime::ArgValue;
+use replay_runtime::{ArgValue, Backend};
 use ssm_util::*;
 
 /// A shape whose `dv` is not a power of two (masked value blocks), 2 heads per group.
@@ -24,6 +24,17 @@ const WIDE_KEYS: ModelShape = ModelShape {
     dk: 64,
     heads: 4,
     groups: 2,
+    ..CPU_TEST
+};
+
+/// A shape where every tile axis the tuner searches is live: `BV` 16, 32 and 64 (`dv` 64), `HB`
+/// 1, 2 and 4 (4 heads per group), `FC` 16 and 32 (`dk` 32: two flush blocks or one).
+const TUNING: ModelShape = ModelShape {
+    name: "tuning",
+    dv: 64,
+    dk: 32,
+    heads: 4,
+    groups: 1,
     ..CPU_TEST
 };
 
@@ -44,6 +55,7 @@ struct Case {
     hb: usize,
     early: bool,
     fc: usize,
+    warps: u32,
     seed: u64,
 }
 
@@ -56,6 +68,7 @@ fn run(case: Case) {
         hb,
         early,
         fc,
+        warps,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -82,7 +95,7 @@ fn run(case: Case) {
     let config = ReplayConfig {
         early,
         fc,
-        ..ReplayConfig::new(shape, l, 0, gated, bv, hb, 4)
+        ..ReplayConfig::new(shape, l, 0, gated, bv, hb, warps)
     };
     let step_k = config.step(&dev);
     let per_row = shape.heads * shape.dv;
@@ -198,6 +211,7 @@ fn window_1_is_conventional_decoding() {
         hb: 3,
         early: false,
         fc: 32,
+        warps: 4,
         seed: 1,
     });
 }
@@ -212,6 +226,7 @@ fn window_4_without_gate_two_value_blocks() {
         hb: 3,
         early: false,
         fc: 32,
+        warps: 4,
         seed: 2,
     });
 }
@@ -226,6 +241,7 @@ fn window_16_one_head_per_program() {
         hb: 1,
         early: true,
         fc: 32,
+        warps: 4,
         seed: 3,
     });
 }
@@ -240,6 +256,7 @@ fn window_32_without_gate() {
         hb: 3,
         early: false,
         fc: 32,
+        warps: 4,
         seed: 4,
     });
 }
@@ -254,6 +271,7 @@ fn window_4_masked_value_blocks() {
         hb: 2,
         early: true,
         fc: 32,
+        warps: 4,
         seed: 5,
     });
 }
@@ -268,6 +286,44 @@ fn window_4_flush_in_several_key_blocks() {
         hb: 2,
         early: false,
         fc: 16,
+        warps: 4,
         seed: 6,
     });
+}
+
+/// Every point of the tuner's replay-step search space (`BV`, `HB`, `num_warps`, `EARLY`,
+/// `FC`; `min_blocks` only caps registers) decodes correctly on the emulator or a GPU, where
+/// the tiles choose layouts and PTX; on the interpreter, where they only change the trace,
+/// one point per axis value.
+#[test]
+fn every_tuning_point_matches_the_recurrence() {
+    let compiled = device().0.backend() != Backend::Interpreter;
+    let mut points = vec![];
+    for bv in [16, 32, 64] {
+        for hb in [1, 2, 4] {
+            for warps in [4, 8] {
+                for early in [false, true] {
+                    for fc in [16, 32] {
+                        points.push((bv, hb, warps, early, fc));
+                    }
+                }
+            }
+        }
+    }
+    if !compiled {
+        points = vec![(16, 1, 4, false, 16), (32, 2, 8, true, 32), (64, 4, 4, true, 16)];
+    }
+    for (i, (bv, hb, warps, early, fc)) in points.into_iter().enumerate() {
+        run(Case {
+            shape: TUNING,
+            l: 4,
+            gated: i % 2 == 0,
+            bv,
+            hb,
+            early,
+            fc,
+            warps,
+            seed: 100 + i as u64,
+        });
+    }
 }

@@ -9,11 +9,12 @@ mod ssm_util;
 use replay_kernels::ssm::kernels::initial_flush_flag;
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
-use replay_kernels::ssm::shapes::CPU_TEST;
-use replay_runtime::ArgValue;
+use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
+use replay_runtime::{ArgValue, Backend};
 use ssm_util::*;
 
 struct Case {
+    shape: ModelShape,
     l: usize,
     t_max: usize,
     steps: usize,
@@ -23,6 +24,7 @@ struct Case {
     bv: usize,
     hb: usize,
     prefetch: bool,
+    warps: u32,
     seed: u64,
 }
 
@@ -74,6 +76,7 @@ fn truth_accept(
 
 fn run(case: Case) {
     let Case {
+        shape,
         l,
         t_max,
         steps,
@@ -82,9 +85,9 @@ fn run(case: Case) {
         bv,
         hb,
         prefetch,
+        warps,
         seed,
     } = case;
-    let shape = CPU_TEST;
     let mut rng = Rng(seed);
     let (dev, s) = device();
     let n_slots = 6;
@@ -117,7 +120,7 @@ fn run(case: Case) {
     let par = param_bufs(&s, &params);
     let config = ReplayConfig {
         prefetch,
-        ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, 4)
+        ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
     let step_k = config.step(&dev);
@@ -242,6 +245,7 @@ fn run(case: Case) {
 #[test]
 fn speculative_window_4_drafts_3() {
     run(Case {
+        shape: CPU_TEST,
         l: 4,
         t_max: 3,
         steps: 30,
@@ -250,6 +254,7 @@ fn speculative_window_4_drafts_3() {
         bv: 4,
         hb: 3,
         prefetch: true,
+        warps: 4,
         seed: 11,
     });
 }
@@ -257,6 +262,7 @@ fn speculative_window_4_drafts_3() {
 #[test]
 fn speculative_window_16_drafts_4_one_head_per_program() {
     run(Case {
+        shape: CPU_TEST,
         l: 16,
         t_max: 4,
         steps: 40,
@@ -265,6 +271,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         bv: 8,
         hb: 1,
         prefetch: false,
+        warps: 4,
         seed: 12,
     });
 }
@@ -272,6 +279,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
 #[test]
 fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
     run(Case {
+        shape: CPU_TEST,
         l: 8,
         t_max: 8,
         steps: 40,
@@ -280,6 +288,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         bv: 8,
         hb: 3,
         prefetch: true,
+        warps: 4,
         seed: 13,
     });
 }
@@ -381,5 +390,52 @@ fn spec_baseline_snapshots_every_draft() {
             }
             state.copy_from_host(&s, &h).unwrap();
         }
+    }
+}
+
+/// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`,
+/// `PREFETCH` with `HB > 1`) verifies correctly on the emulator or a GPU, where the tiles
+/// choose layouts, tensor-core plans and PTX; on the interpreter, one point per axis value.
+#[test]
+fn every_tuning_point_matches_the_recurrence() {
+    // `BV` 16, 32 and 64, `HB` 1, 2 and 4 all live.
+    const TUNING: ModelShape = ModelShape {
+        name: "tuning",
+        dv: 64,
+        dk: 32,
+        heads: 4,
+        groups: 1,
+        ..CPU_TEST
+    };
+    let compiled = device().0.backend() != Backend::Interpreter;
+    let mut points = vec![];
+    for bv in [16, 32, 64] {
+        for hb in [1, 2, 4] {
+            for warps in [4, 8] {
+                for prefetch in [false, true] {
+                    if !prefetch || hb > 1 {
+                        points.push((bv, hb, warps, prefetch));
+                    }
+                }
+            }
+        }
+    }
+    if !compiled {
+        points = vec![(16, 1, 4, false), (32, 2, 8, true), (64, 4, 4, true)];
+    }
+    for (i, (bv, hb, warps, prefetch)) in points.into_iter().enumerate() {
+        run(Case {
+            shape: TUNING,
+            l: 8,
+            t_max: 8,
+            steps: 24,
+            p_decode: 0.2,
+            gated: i % 2 == 0,
+            bv,
+            hb,
+            prefetch,
+            warps,
+            seed: 200 + i as u64,
+        });
     }
 }
