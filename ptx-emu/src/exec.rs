@@ -39,6 +39,8 @@ struct Cta {
     st: Vec<St>,
     shared: Shared,
     nregs: usize,
+    /// Times each instruction ran, summed over threads (by instruction index).
+    hits: Vec<u64>,
 }
 
 #[inline(always)]
@@ -56,8 +58,9 @@ pub(crate) fn tid_of(t: usize, b: [u32; 3]) -> [u32; 3] {
 }
 
 impl Launch<'_> {
-    /// Runs every block; returns the thread-instructions executed.
-    pub(crate) fn run(&self, global: &mut Global) -> Result<u64, EmuError> {
+    /// Runs every block; returns how many times each instruction ran, summed over threads (by
+    /// instruction index).
+    pub(crate) fn run(&self, global: &mut Global) -> Result<Vec<u64>, EmuError> {
         let nthreads = self.block.iter().product::<u32>() as usize;
         let nwarps = nthreads.div_ceil(32);
         let nregs = self.f.nregs as usize;
@@ -68,8 +71,8 @@ impl Launch<'_> {
             st: vec![St::Ready; nwarps * 32],
             shared: Shared::new(self.f.shared_bytes),
             nregs,
+            hits: vec![0; self.f.insts.len()],
         };
-        let mut count = 0;
         for z in 0..self.grid[2] {
             for y in 0..self.grid[1] {
                 for x in 0..self.grid[0] {
@@ -82,11 +85,11 @@ impl Launch<'_> {
                     if x + y + z > 0 {
                         cta.shared.reset();
                     }
-                    count += self.run_cta(&mut cta, global)?;
+                    self.run_cta(&mut cta, global)?;
                 }
             }
         }
-        Ok(count)
+        Ok(cta.hits)
     }
 
     fn sync_err(&self, cta: &Cta, pc: u32, message: String) -> EmuError {
@@ -98,16 +101,15 @@ impl Launch<'_> {
         }
     }
 
-    fn run_cta(&self, cta: &mut Cta, global: &mut Global) -> Result<u64, EmuError> {
+    fn run_cta(&self, cta: &mut Cta, global: &mut Global) -> Result<(), EmuError> {
         let nwarps = cta.st.len() / 32;
-        let mut count = 0;
         loop {
             for w in 0..nwarps {
-                count += self.run_warp(cta, w, global)?;
+                self.run_warp(cta, w, global)?;
             }
             let waiting: Vec<usize> = (0..cta.st.len()).filter(|&t| cta.st[t] == St::Bar).collect();
             if waiting.is_empty() {
-                return Ok(count);
+                return Ok(());
             }
             for t in waiting {
                 cta.st[t] = St::Ready;
@@ -117,19 +119,16 @@ impl Launch<'_> {
     }
 
     /// Runs warp `w` until all its threads wait at a barrier or have exited.
-    fn run_warp(&self, cta: &mut Cta, w: usize, global: &mut Global) -> Result<u64, EmuError> {
-        let mut count = 0;
+    fn run_warp(&self, cta: &mut Cta, w: usize, global: &mut Global) -> Result<(), EmuError> {
         loop {
             for t in w * 32..(w + 1) * 32 {
                 if cta.st[t] == St::Ready {
-                    let (st, n) = self.run_thread(cta, t, global)?;
-                    cta.st[t] = st;
-                    count += n;
+                    cta.st[t] = self.run_thread(cta, t, global)?;
                 }
             }
             let lanes = &cta.st[w * 32..(w + 1) * 32];
             let Some(first) = lanes.iter().position(|&s| s == St::Coll) else {
-                return Ok(count);
+                return Ok(());
             };
             let pc = cta.pcs[w * 32 + first];
             if let Some(l) = (0..32).find(|&l| lanes[l] != St::Coll || cta.pcs[w * 32 + l] != pc) {
@@ -220,19 +219,19 @@ impl Launch<'_> {
         }
     }
 
-    /// Interprets thread `t` from its PC to its next stop; returns the stop and the
-    /// instructions executed.
-    fn run_thread(&self, cta: &mut Cta, t: usize, global: &mut Global) -> Result<(St, u64), EmuError> {
+    /// Interprets thread `t` from its PC to its next stop (counting each instruction in the
+    /// block's hits); returns the stop.
+    fn run_thread(&self, cta: &mut Cta, t: usize, global: &mut Global) -> Result<St, EmuError> {
         let n = cta.nregs;
         let ctaid = cta.ctaid;
         let regs = &mut cta.regs[t * n..(t + 1) * n];
         let shared = &mut cta.shared;
         let insts = &self.f.insts[..];
+        let hits = &mut cta.hits;
         let mut pc = cta.pcs[t] as usize;
-        let mut count = 0u64;
         let stop = loop {
             let inst = &insts[pc];
-            count += 1;
+            hits[pc] += 1;
             if let Some((p, neg)) = inst.guard {
                 if (regs[p as usize] != 0) == neg {
                     pc += 1;
@@ -460,7 +459,7 @@ impl Launch<'_> {
             pc += 1;
         };
         cta.pcs[t] = pc as u32;
-        Ok((stop, count))
+        Ok(stop)
     }
 }
 

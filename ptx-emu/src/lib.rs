@@ -86,10 +86,12 @@ impl Param {
 }
 
 /// What a launch did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LaunchStats {
     /// Instructions executed, summed over threads (guarded-off ones included).
     pub thread_instructions: u64,
+    /// `(PTX line, times it ran summed over threads)` of every instruction, in program order.
+    pub per_line: Vec<(usize, u64)>,
 }
 
 /// A parsed PTX module, ready to launch any number of times.
@@ -176,8 +178,10 @@ impl Module {
             grid,
             block,
         };
+        let hits = launch.run(global)?;
         Ok(LaunchStats {
-            thread_instructions: launch.run(global)?,
+            thread_instructions: hits.iter().sum(),
+            per_line: f.lines.iter().copied().zip(hits).collect(),
         })
     }
 }

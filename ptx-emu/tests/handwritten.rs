@@ -302,3 +302,42 @@ fn divergent_branches_and_barriers() {
     let want: Vec<u32> = (0..32).map(|l| if l % 2 == 1 { l } else { 0 }).collect();
     assert_eq!(out, want);
 }
+
+#[test]
+fn per_line_counts_follow_the_control_flow() {
+    // Lane l runs the loop body l + 1 times; lanes ≥ 16 skip the guarded add.
+    let body = "\tmov.u32 %r1, 0;\n\
+                $L_top:\n\
+                \tadd.u32 %r1, %r1, 1;\n\
+                \tsetp.le.u32 %p1, %r1, %r0;\n\
+                \t@%p1 bra $L_top;\n\
+                \tsetp.lt.u32 %p2, %r0, 16;\n\
+                \t@%p2 add.u32 %r1, %r1, 7;\n";
+    let src = module(body, 16);
+    let m = Module::parse(&src).unwrap();
+    let mut g = Global::new();
+    let (a, b) = (g.alloc(vec![0; 4]), g.alloc(vec![0; 4]));
+    let stats = m
+        .launch("k", [2, 1, 1], [32, 1, 1], &[Param::Ptr(a), Param::Ptr(b)], &mut g)
+        .unwrap();
+    let line_of = |text: &str| src.lines().position(|l| l.contains(text)).unwrap() + 1;
+    let count = |text: &str| {
+        let line = line_of(text);
+        stats
+            .per_line
+            .iter()
+            .find(|(l, _)| *l == line)
+            .map(|(_, n)| *n)
+            .unwrap()
+    };
+    let body_runs: u64 = 2 * (1..=32).sum::<u64>(); // two blocks
+    assert_eq!(count("add.u32 %r1, %r1, 1;"), body_runs);
+    assert_eq!(count("@%p1 bra"), body_runs);
+    assert_eq!(count("mov.u32 %r1, 0;"), 64);
+    // A guarded-off instruction still issues.
+    assert_eq!(count("@%p2 add.u32"), 64);
+    assert_eq!(
+        stats.thread_instructions,
+        stats.per_line.iter().map(|(_, n)| n).sum::<u64>()
+    );
+}
