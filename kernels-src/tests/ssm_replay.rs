@@ -27,17 +27,6 @@ const WIDE_KEYS: ModelShape = ModelShape {
     ..CPU_TEST
 };
 
-/// A shape where every tile axis the tuner searches is live: `BV` 16, 32 and 64 (`dv` 64), `HB`
-/// 1, 2 and 4 (4 heads per group), `FC` 16 and 32 (`dk` 32: two flush blocks or one).
-const TUNING: ModelShape = ModelShape {
-    name: "tuning",
-    dv: 64,
-    dk: 32,
-    heads: 4,
-    groups: 1,
-    ..CPU_TEST
-};
-
 const ODD: ModelShape = ModelShape {
     name: "odd",
     dv: 6,

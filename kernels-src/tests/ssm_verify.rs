@@ -398,15 +398,6 @@ fn spec_baseline_snapshots_every_draft() {
 /// choose layouts, tensor-core plans and PTX; on the interpreter, one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    // `BV` 16, 32 and 64, `HB` 1, 2 and 4 all live.
-    const TUNING: ModelShape = ModelShape {
-        name: "tuning",
-        dv: 64,
-        dk: 32,
-        heads: 4,
-        groups: 1,
-        ..CPU_TEST
-    };
     let compiled = device().0.backend() != Backend::Interpreter;
     let mut points = vec![];
     for bv in [16, 32, 64] {

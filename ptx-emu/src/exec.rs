@@ -51,6 +51,21 @@ fn rd(regs: &[u64], s: Src) -> u64 {
     }
 }
 
+/// The `len` bytes at `at` in `space`, or why they are out of bounds.
+#[inline(always)]
+fn space_slice<'m>(
+    space: Space,
+    global: &'m mut Global,
+    shared: &'m mut Shared,
+    at: u64,
+    len: u32,
+) -> Result<&'m mut [u8], String> {
+    match space {
+        Space::Global => global.slice(at, len),
+        Space::Shared => shared.slice(at, len),
+    }
+}
+
 /// `%tid` of linear thread `t` in a block of shape `b`.
 pub(crate) fn tid_of(t: usize, b: [u32; 3]) -> [u32; 3] {
     let t = t as u32;
@@ -389,11 +404,7 @@ impl Launch<'_> {
                 } => {
                     let at = rd(regs, addr.base).wrapping_add(addr.offset as u64);
                     let len = bytes * k as u32;
-                    let mem = match space {
-                        Space::Global => global.slice(at, len),
-                        Space::Shared => shared.slice(at, len),
-                    };
-                    match mem {
+                    match space_slice(space, global, shared, at, len) {
                         Ok(m) => {
                             for i in 0..k as usize {
                                 regs[d[i] as usize] = read_le(&m[i * bytes as usize..(i + 1) * bytes as usize]);
@@ -411,11 +422,7 @@ impl Launch<'_> {
                 } => {
                     let at = rd(regs, addr.base).wrapping_add(addr.offset as u64);
                     let len = bytes * k as u32;
-                    let mem = match space {
-                        Space::Global => global.slice(at, len),
-                        Space::Shared => shared.slice(at, len),
-                    };
-                    match mem {
+                    match space_slice(space, global, shared, at, len) {
                         Ok(m) => {
                             for i in 0..k as usize {
                                 write_le(&mut m[i * bytes as usize..(i + 1) * bytes as usize], rd(regs, s[i]));

@@ -11,7 +11,7 @@ use replay_kernels::ssm::kernels::spec_baseline::mamba2_spec_baseline;
 use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::kernels::META_WORDS;
 use replay_kernels::ssm::reference::{Mamba2Params, SlotStates, StepInput};
-use replay_kernels::ssm::shapes::ModelShape;
+use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
 use replay_runtime::launch::kernel::Engine;
 use replay_runtime::prelude::*;
 use replay_runtime::{ArgValue, HostElem};
@@ -107,6 +107,17 @@ pub fn launch<K: replay_dsl::KernelDef>(
     k.launch_values(s, Grid::new(grid.0, grid.1, grid.2), args, Engine::Device)
         .unwrap_or_else(|e| panic!("{} launch failed: {e}", K::NAME));
 }
+
+/// A shape where every tile axis the tuner searches is live: `BV` 16, 32 and 64 (`dv` 64), `HB`
+/// 1, 2 and 4 (4 heads per group), `FC` 16 and 32 (`dk` 32: two flush blocks or one).
+pub const TUNING: ModelShape = ModelShape {
+    name: "tuning",
+    dv: 64,
+    dk: 32,
+    heads: 4,
+    groups: 1,
+    ..CPU_TEST
+};
 
 /// Tolerances: bf16 outputs (one rounding to bf16 of an f32 result) and f32 state math.
 pub const OUT_RTOL: f64 = 1.0 / 128.0;

@@ -191,24 +191,12 @@ impl Device {
     /// on the CPU, events measure wall-clock time. Its limits mimic an H100/H200 (228 KiB of
     /// shared memory per block) so that search spaces prune alike.
     pub fn interpreter() -> Device {
-        let info = DeviceInfo {
-            backend: Backend::Interpreter,
-            name: "replay interpreter (CPU)".to_string(),
-            compute_capability: (0, 0),
-            target: None,
-            total_memory: 0,
-            sm_count: 1,
-            l2_bytes: 0,
-            max_shared_per_block: 232_448,
-            driver_version: (0, 0),
-        };
-        Device {
-            inner: Arc::new(DeviceInner {
-                kind: DeviceKind::Interpreter,
-                info,
-                modules: ModuleCache::default(),
-            }),
-        }
+        Device::host(
+            DeviceKind::Interpreter,
+            Backend::Interpreter,
+            "replay interpreter (CPU)",
+            None,
+        )
     }
 
     /// The PTX emulator as a device: kernels are compiled for sm_90a like for an H100/H200 and
@@ -217,11 +205,18 @@ impl Device {
     /// times, meaningless for tuning). Its limits are the interpreter's (228 KiB of shared
     /// memory per block); it reports compute capability 9.0 and no memory, L2 or driver.
     pub fn emulator() -> Device {
+        let name = "replay PTX emulator (CPU, sm_90a)";
+        Device::host(DeviceKind::Emulator, Backend::Emulator, name, Some(Target::Sm90))
+    }
+
+    /// A CPU device (interpreter or emulator) compiling for `target`: host buffers, no memory,
+    /// L2 or driver, the shared-memory limit of an H100/H200.
+    fn host(kind: DeviceKind, backend: Backend, name: &str, target: Option<Target>) -> Device {
         let info = DeviceInfo {
-            backend: Backend::Emulator,
-            name: "replay PTX emulator (CPU, sm_90a)".to_string(),
-            compute_capability: (9, 0),
-            target: Some(Target::Sm90),
+            backend,
+            name: name.to_string(),
+            compute_capability: if target.is_some() { (9, 0) } else { (0, 0) },
+            target,
             total_memory: 0,
             sm_count: 1,
             l2_bytes: 0,
@@ -230,7 +225,7 @@ impl Device {
         };
         Device {
             inner: Arc::new(DeviceInner {
-                kind: DeviceKind::Emulator,
+                kind,
                 info,
                 modules: ModuleCache::default(),
             }),
