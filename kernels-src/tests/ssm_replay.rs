@@ -13,7 +13,7 @@ use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
-use replay_runtime::{ArgValue, Backend};
+use replay_runtime::ArgValue;
 use ssm_util::*;
 
 /// A shape whose `dv` is not a power of two (masked value blocks), 2 heads per group.
@@ -286,23 +286,10 @@ fn window_4_flush_in_several_key_blocks() {
 /// one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    let compiled = device().0.backend() != Backend::Interpreter;
-    let mut points = vec![];
-    for bv in [16, 32, 64] {
-        for hb in [1, 2, 4] {
-            for warps in [4, 8] {
-                for early in [false, true] {
-                    for fc in [16, 32] {
-                        points.push((bv, hb, warps, early, fc));
-                    }
-                }
-            }
-        }
-    }
-    if !compiled {
-        points = vec![(16, 1, 4, false, 16), (32, 2, 8, true, 32), (64, 4, 4, true, 16)];
-    }
-    for (i, (bv, hb, warps, early, fc)) in points.into_iter().enumerate() {
+    let flags = [(false, 16), (false, 32), (true, 16), (true, 32)];
+    let fallback = vec![(16, 1, 4, (false, 16)), (32, 2, 8, (true, 32)), (64, 4, 4, (true, 16))];
+    let points = tuning_points(&flags, |_, _| true, fallback);
+    for (i, (bv, hb, warps, (early, fc))) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 4,

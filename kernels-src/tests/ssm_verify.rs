@@ -10,7 +10,7 @@ use replay_kernels::ssm::kernels::initial_flush_flag;
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
-use replay_runtime::{ArgValue, Backend};
+use replay_runtime::ArgValue;
 use ssm_util::*;
 
 struct Case {
@@ -398,22 +398,8 @@ fn spec_baseline_snapshots_every_draft() {
 /// choose layouts, tensor-core plans and PTX; on the interpreter, one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    let compiled = device().0.backend() != Backend::Interpreter;
-    let mut points = vec![];
-    for bv in [16, 32, 64] {
-        for hb in [1, 2, 4] {
-            for warps in [4, 8] {
-                for prefetch in [false, true] {
-                    if !prefetch || hb > 1 {
-                        points.push((bv, hb, warps, prefetch));
-                    }
-                }
-            }
-        }
-    }
-    if !compiled {
-        points = vec![(16, 1, 4, false), (32, 2, 8, true), (64, 4, 4, true)];
-    }
+    let fallback = vec![(16, 1, 4, false), (32, 2, 8, true), (64, 4, 4, true)];
+    let points = tuning_points(&[false, true], |hb, prefetch| !prefetch || hb > 1, fallback);
     for (i, (bv, hb, warps, prefetch)) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,

@@ -119,6 +119,29 @@ pub const TUNING: ModelShape = ModelShape {
     ..CPU_TEST
 };
 
+/// The tiles `(BV, HB, num_warps)` the tuner searches at [`TUNING`], each with every value of
+/// `flags` (a kernel's boolean-and-block axes), where `keep` allows: all of them when kernels
+/// run compiled (emulator, GPU), else `fallback` (one point per axis value: on the interpreter
+/// the tiles only change the trace).
+pub fn tuning_points<F: Copy>(
+    flags: &[F],
+    keep: impl Fn(usize, F) -> bool,
+    fallback: Vec<(usize, usize, u32, F)>,
+) -> Vec<(usize, usize, u32, F)> {
+    if device().0.backend() == replay_runtime::Backend::Interpreter {
+        return fallback;
+    }
+    let mut points = vec![];
+    for bv in [16, 32, 64] {
+        for hb in [1, 2, 4] {
+            for warps in [4, 8] {
+                points.extend(flags.iter().filter(|&&f| keep(hb, f)).map(|&f| (bv, hb, warps, f)));
+            }
+        }
+    }
+    points
+}
+
 /// Tolerances: bf16 outputs (one rounding to bf16 of an f32 result) and f32 state math.
 pub const OUT_RTOL: f64 = 1.0 / 128.0;
 pub const OUT_ATOL_REL: f64 = 1e-3;
