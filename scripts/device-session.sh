@@ -4,11 +4,13 @@
 # Prepare on the build machine: `cargo build --release -p replay && cp target/release/replay
 # .carry/replay && scripts/gpu-tests.sh` (the device tool carries .carry/).
 #
-# Steps (arguments; default: all, in this order):
+# Steps (arguments; default: tests memcheck tuned notune, in this order):
 #   tests    every GPU test binary in .carry/tests (REPLAY_REQUIRE_GPU=1, SSM tests on the GPU)
 #   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super B=16, T=8)
 #   tuned    bench-ssm tuned (REPLAY_TUNE=force) at B ∈ {256, 1}, both models, with Triton
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
+#   ncu      Nsight Compute on the verify kernel and the replay step (Super, B=256, T=8, default
+#            plans; speed of light, occupancy, warp states, instruction mix)
 # A failing step is reported and the next one runs; the exit status counts the failures.
 set -uo pipefail
 out=${OUT:-device-out}
@@ -49,7 +51,11 @@ for s in "${steps[@]}"; do
     tuned) step tuned 540 env REPLAY_TUNE=force "$bin" bench-ssm --batch 256,1 --triton "$triton" \
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
-    *) echo "unknown step $s (tests, memcheck, tuned, notune)" >&2; failed=$((failed + 1)) ;;
+    ncu) step ncu 300 ncu --clock-control none -k regex:'mamba2_(verify|replay_step)' -c 4 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section InstructionStats \
+      --section MemoryWorkloadAnalysis \
+      "$bin" bench-ssm --model nemotron3-super-120b --batch 256 --drafts 8 --no-tune ;;
+    *) echo "unknown step $s (tests, memcheck, tuned, notune, ncu)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 exit "$failed"
