@@ -8,11 +8,11 @@
 
 use super::args::ArgValue;
 use super::grid::Grid;
-use crate::driver::buffer::RawBuffer;
+use super::host_copy::{copy_in, HostArgs};
 use crate::driver::module::LoadedKernel;
 use crate::driver::stream::Stream;
 use crate::error::{Result, RuntimeError};
-use replay_ptx_emu::{BufferId, Global, Param};
+use replay_ptx_emu::{Global, Param};
 
 /// Runs `loaded`'s PTX over `grid` with `loaded.info.num_threads` threads per block. Buffers
 /// are read into host memory (ordered after the work already queued on `stream`), the kernel
@@ -26,29 +26,20 @@ pub fn run(stream: &Stream, loaded: &LoadedKernel, grid: Grid, args: &[ArgValue<
         )));
     };
     let mut global = Global::new();
-    let mut buffers: Vec<(&RawBuffer, BufferId)> = Vec::new();
-    let mut params = Vec::with_capacity(args.len());
-    for a in args {
-        params.push(match *a {
-            ArgValue::Buffer(b) => {
-                // The same buffer passed twice aliases one emulator buffer.
-                let id = match buffers.iter().find(|(r, _)| std::ptr::eq(*r, b)) {
-                    Some((_, id)) => *id,
-                    None => {
-                        let id = global.alloc(b.read_bytes(stream)?);
-                        buffers.push((b, id));
-                        id
-                    }
-                };
-                Param::Ptr(id)
-            }
-            ArgValue::I32(v) => Param::I32(v),
-            ArgValue::I64(v) => Param::I64(v),
-            ArgValue::U32(v) => Param::U32(v),
-            ArgValue::F32(v) => Param::F32(v),
-            ArgValue::Bool(v) => Param::U8(v as u8),
-        });
-    }
+    let HostArgs { buffers, params } = copy_in(
+        stream,
+        args,
+        |_, bytes| global.alloc(bytes),
+        |a| match a {
+            Ok(id) => Param::Ptr(id),
+            Err(ArgValue::I32(v)) => Param::I32(*v),
+            Err(ArgValue::I64(v)) => Param::I64(*v),
+            Err(ArgValue::U32(v)) => Param::U32(*v),
+            Err(ArgValue::F32(v)) => Param::F32(*v),
+            Err(ArgValue::Bool(v)) => Param::U8(*v as u8),
+            Err(ArgValue::Buffer(_)) => unreachable!("buffers come as ids"),
+        },
+    )?;
     let result = module.launch(
         &compiled.entry,
         [grid.x, grid.y, grid.z],

@@ -3,7 +3,7 @@
 
 use super::args::ArgValue;
 use super::grid::Grid;
-use crate::driver::buffer::RawBuffer;
+use super::host_copy::{copy_in, HostArgs};
 use crate::driver::module::LoadedKernel;
 use crate::driver::stream::Stream;
 use crate::error::{Result, RuntimeError};
@@ -20,30 +20,21 @@ pub fn run(stream: &Stream, loaded: &LoadedKernel, grid: Grid, args: &[ArgValue<
         });
     };
     let mut mem = Memory::new();
-    let mut buffers: Vec<(&RawBuffer, interp::BufferId)> = Vec::new();
-    let mut iargs = Vec::with_capacity(args.len());
-    for a in args {
-        iargs.push(match *a {
-            ArgValue::Buffer(b) => {
-                // The same buffer passed twice aliases one interpreter buffer.
-                let id = match buffers.iter().find(|(r, _)| std::ptr::eq(*r, b)) {
-                    Some((_, id)) => *id,
-                    None => {
-                        let id = mem.alloc_bytes(b.elem(), b.read_bytes(stream)?);
-                        buffers.push((b, id));
-                        id
-                    }
-                };
-                Arg::ptr(id)
-            }
-            ArgValue::I32(v) => Arg::I32(v),
-            ArgValue::I64(v) => Arg::I64(v),
-            ArgValue::U32(v) => Arg::U32(v),
-            ArgValue::F32(v) => Arg::F32(v),
-            ArgValue::Bool(v) => Arg::Bool(v),
-        });
-    }
-    let result = interp::run(ir, [grid.x, grid.y, grid.z], &iargs, &mut mem);
+    let HostArgs { buffers, params } = copy_in(
+        stream,
+        args,
+        |b, bytes| mem.alloc_bytes(b.elem(), bytes),
+        |a| match a {
+            Ok(id) => Arg::ptr(id),
+            Err(ArgValue::I32(v)) => Arg::I32(*v),
+            Err(ArgValue::I64(v)) => Arg::I64(*v),
+            Err(ArgValue::U32(v)) => Arg::U32(*v),
+            Err(ArgValue::F32(v)) => Arg::F32(*v),
+            Err(ArgValue::Bool(v)) => Arg::Bool(*v),
+            Err(ArgValue::Buffer(_)) => unreachable!("buffers come as ids"),
+        },
+    )?;
+    let result = interp::run(ir, [grid.x, grid.y, grid.z], &params, &mut mem);
     // Programs that ran before a fault keep their effects, as on a GPU.
     for (b, id) in &buffers {
         b.write_bytes(stream, mem.bytes(*id))?;

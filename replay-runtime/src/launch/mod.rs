@@ -6,6 +6,7 @@ pub mod args;
 pub mod check;
 pub mod emu;
 pub mod grid;
+pub mod host_copy;
 pub mod interp;
 pub mod kernel;
 pub mod traced;
