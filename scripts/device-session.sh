@@ -9,8 +9,9 @@
 #   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super B=16, T=8)
 #   tuned    bench-ssm tuned (REPLAY_TUNE=force) at B ∈ {256, 1}, both models, with Triton
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
-#   ncu      Nsight Compute on the verify kernel and the replay step (Super, B=256, T=8, default
-#            plans; speed of light, occupancy, warp states, instruction mix)
+#   ncu      Nsight Compute on the conventional, replay-step and verify kernels (both models,
+#            B=256, T=8; tuned plans when the cache has them; speed of light, occupancy, warp states, instruction mix,
+#            and per-SASS-instruction counts and stalls as CSV)
 # A failing step is reported and the next one runs; the exit status counts the failures.
 set -uo pipefail
 out=${OUT:-device-out}
@@ -20,6 +21,12 @@ triton=bench/results/triton-ssm-h200-v5.json
 steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(tests memcheck tuned notune)
 failed=0
+# The tuning cache lives in $out/cache (it comes back with the results); a carried
+# .carry/cache seeds it, and then the ncu step profiles the tuned plans.
+cache=$(cd "$out" && pwd)/cache
+mkdir -p "$cache"
+[[ -d .carry/cache ]] && cp -r .carry/cache/. "$cache"/
+export XDG_CACHE_HOME=$cache
 
 step() { # name, limit (s), command...
   local name=$1 limit=$2
@@ -43,18 +50,33 @@ gpu_tests() {
   done
 }
 
+profile() { # one launch of each SSM kernel per model under Nsight Compute, with per-SASS counts
+  local model k name plans=--no-tune
+  [[ -f $XDG_CACHE_HOME/replay/tune-v1.json ]] && plans=
+  for model in nemotron3-super-120b nemotron3-nano-4b; do
+    for k in mamba2_decode_HEADS mamba2_replay_step mamba2_verify; do
+      name=$out/ncu-${model%%-*}-${model##*-}-${k%%_HEADS}
+      ncu --clock-control none -k regex:"$k" -s 2 -c 1 --import-source no -f -o "$name" \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+        --section InstructionStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+        --section SourceCounters \
+        "$bin" bench-ssm --model "$model" --batch 256 --drafts 8 $plans >/dev/null || return 1
+      ncu -i "$name.ncu-rep" --print-summary none || return 1
+      ncu -i "$name.ncu-rep" --page source --print-source sass --csv >"$name-sass.csv" || return 1
+      rm -f "$name.ncu-rep"
+    done
+  done
+}
+
 for s in "${steps[@]}"; do
   case $s in
-    tests) step tests 240 gpu_tests ;;
+    tests) export -f gpu_tests; step tests 240 bash -c gpu_tests ;;
     memcheck) step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
       "$bin" bench-ssm --model nemotron3-super-120b --batch 16 --drafts 8 --no-tune ;;
     tuned) step tuned 540 env REPLAY_TUNE=force "$bin" bench-ssm --batch 256,1 --triton "$triton" \
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
-    ncu) step ncu 300 ncu --clock-control none -k regex:'mamba2_(verify|replay_step)' -c 4 \
-      --section SpeedOfLight --section Occupancy --section WarpStateStats --section InstructionStats \
-      --section MemoryWorkloadAnalysis \
-      "$bin" bench-ssm --model nemotron3-super-120b --batch 256 --drafts 8 --no-tune ;;
+    ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
     *) echo "unknown step $s (tests, memcheck, tuned, notune, ncu)" >&2; failed=$((failed + 1)) ;;
   esac
 done

@@ -20,7 +20,7 @@ build() { # package, test targets...
   local args=()
   for t in "$@"; do args+=(--test "$t"); done
   cargo test --release --no-run -p "$pkg" "${args[@]}" --message-format=json |
-    grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' |
+    grep -F '"kind":["test"]' | grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' |
     while read -r exe; do
       name=$(basename "$exe" | sed 's/-[0-9a-f]*$//')
       cp "$exe" "$out/$pkg-$name"

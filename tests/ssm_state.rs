@@ -130,13 +130,15 @@ fn interp() -> (Device, Stream) {
     (d, s)
 }
 
-/// The device of the decode and verification tests: the interpreter, or the PTX emulator
-/// with `REPLAY_SSM_DEVICE=emulator` (the same checks on the backend's sm_90a PTX).
+/// The device of the decode and verification tests: the interpreter, GPU 0 with
+/// `REPLAY_SSM_DEVICE=cuda`, or the PTX emulator with `REPLAY_SSM_DEVICE=emulator` (the same
+/// checks on the backend's sm_90a PTX).
 fn device() -> (Device, Stream) {
     let d = match std::env::var("REPLAY_SSM_DEVICE").as_deref() {
+        Ok("cuda") => Device::cuda(0).expect("REPLAY_SSM_DEVICE=cuda but no GPU"),
         Ok("emulator") => Device::emulator(),
         Ok("") | Ok("interpreter") | Err(_) => Device::interpreter(),
-        Ok(other) => panic!("REPLAY_SSM_DEVICE={other}: the state tests run on the interpreter or the emulator"),
+        Ok(other) => panic!("REPLAY_SSM_DEVICE={other}: expected cuda, emulator or interpreter"),
     };
     let s = d.new_stream().unwrap();
     (d, s)

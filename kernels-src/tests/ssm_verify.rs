@@ -23,7 +23,6 @@ struct Case {
     gated: bool,
     bv: usize,
     hb: usize,
-    prefetch: bool,
     warps: u32,
     seed: u64,
 }
@@ -84,7 +83,6 @@ fn run(case: Case) {
         gated,
         bv,
         hb,
-        prefetch,
         warps,
         seed,
     } = case;
@@ -118,10 +116,7 @@ fn run(case: Case) {
     let ring = Ring::new(&s, shape, &states, cap, initial_flush_flag(0, next_drafts(kinds[0]), l));
     let slot0 = ring.slot0_bits(&s, shape);
     let par = param_bufs(&s, &params);
-    let config = ReplayConfig {
-        prefetch,
-        ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
-    };
+    let config = ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps);
     let verify_k = config.verify(&dev);
     let step_k = config.step(&dev);
     let commit_k = commit_kernel(&dev, l, t_max, 8, 1);
@@ -253,7 +248,6 @@ fn speculative_window_4_drafts_3() {
         gated: true,
         bv: 4,
         hb: 3,
-        prefetch: true,
         warps: 4,
         seed: 11,
     });
@@ -270,7 +264,6 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         gated: false,
         bv: 8,
         hb: 1,
-        prefetch: false,
         warps: 4,
         seed: 12,
     });
@@ -287,7 +280,6 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         gated: true,
         bv: 8,
         hb: 3,
-        prefetch: true,
         warps: 4,
         seed: 13,
     });
@@ -393,14 +385,14 @@ fn spec_baseline_snapshots_every_draft() {
     }
 }
 
-/// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`,
-/// `PREFETCH` with `HB > 1`) verifies correctly on the emulator or a GPU, where the tiles
+/// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`) verifies
+/// correctly on the emulator or a GPU, where the tiles
 /// choose layouts, tensor-core plans and PTX; on the interpreter, one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    let fallback = vec![(16, 1, 4, false), (32, 2, 8, true), (64, 4, 4, true)];
-    let points = tuning_points(&[false, true], |hb, prefetch| !prefetch || hb > 1, fallback);
-    for (i, (bv, hb, warps, prefetch)) in points.into_iter().enumerate() {
+    let fallback = vec![(16, 1, 4, ()), (32, 2, 8, ()), (64, 4, 4, ())];
+    let points = tuning_points(&[()], |_, _| true, fallback);
+    for (i, (bv, hb, warps, ())) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 8,
@@ -410,7 +402,6 @@ fn every_tuning_point_matches_the_recurrence() {
             gated: i % 2 == 0,
             bv,
             hb,
-            prefetch,
             warps,
             seed: 200 + i as u64,
         });

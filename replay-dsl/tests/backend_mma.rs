@@ -14,6 +14,8 @@ use replay_dsl::{compile, Target};
 const TF32: &str = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
 const BF16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
 const F16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+/// The mask of the 3xTF32 split's rounding to tf32 (one per word rounded).
+const ROUND_TF32: &str = "0xffffe000";
 
 /// Assembles `ptx` with `ptxas -v` for `target`; returns the registers used, after checking
 /// that nothing spills.
@@ -79,7 +81,7 @@ fn eligible_shapes_use_mma() {
                         count <= total && total.is_multiple_of(count),
                         "{c:?}: {count} of {total} mmas"
                     );
-                    let split = p.contains("cvt.rna.tf32.f32");
+                    let split = p.contains(ROUND_TF32);
                     let tf32 = !matches!(ops, Operands::Bf16 | Operands::F16 | Operands::Bf16Casts);
                     assert_eq!(split, tf32, "{c:?}");
                 }
@@ -89,20 +91,57 @@ fn eligible_shapes_use_mma() {
 }
 
 #[test]
+fn warps_beyond_the_tiles_split_k() {
+    // [32, 8] has 2 m16n8 tiles: with 4 warps the second warp bit would replicate them, so it
+    // splits K instead: each warp runs half the k-steps, and the halves are summed through
+    // shared memory.
+    for ops in [Operands::F32, Operands::Bf16] {
+        let (two, four) = (
+            &ptx(case(32, 8, 128, 2, ops, true))[0],
+            &ptx(case(32, 8, 128, 4, ops, true))[0],
+        );
+        assert!(
+            !two.contains("ld.shared.v4.f32"),
+            "{ops:?} 2 warps: nothing to sum\n{two}"
+        );
+        assert_eq!(
+            four.matches("ld.shared.v4.f32").count(),
+            2,
+            "{ops:?} 4 warps: two halves\n{four}"
+        );
+        // mma instructions run per thread (those in the K loop times its trip count, if any):
+        // half as many with 4 warps.
+        let run = |p: &str| -> usize {
+            let trips = p.lines().find(|l| l.trim().starts_with("setp.lt.u32")).map_or(1, |l| {
+                l.trim()
+                    .trim_end_matches(';')
+                    .rsplit(", ")
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            });
+            trips * p.matches("mma.sync").count()
+        };
+        assert_eq!(2 * run(four), run(two), "{ops:?}\n{four}");
+    }
+}
+
+#[test]
 fn exact_operands_have_no_low_part() {
     // f32 @ bf16-cast: only A is split, so 2 mma per k-step, and B needs no cvt.
     let p = &ptx(case(64, 8, 128, 4, Operands::F32Bf16Cast, false))[0];
     let mmas = p.matches(TF32).count();
-    let cvts = p.matches("cvt.rna.tf32.f32").count();
+    let cvts = p.matches(ROUND_TF32).count();
     assert_eq!(
         cvts,
         2 * 4 * mmas / 2,
-        "{mmas} mma, {cvts} cvt (4 A words split per k-step)\n{p}"
+        "{mmas} mma, {cvts} roundings (4 A words split per k-step)\n{p}"
     );
     // f32 @ f32: both split, 3 mma per k-step.
     let p = &ptx(case(16, 8, 8, 1, Operands::F32, false))[0];
     assert_eq!(p.matches(TF32).count(), 3);
-    assert_eq!(p.matches("cvt.rna.tf32.f32").count(), 2 * (4 + 2));
+    assert_eq!(p.matches(ROUND_TF32).count(), 2 * (4 + 2));
 }
 
 #[test]

@@ -172,6 +172,14 @@ fn hb_values(shape: &ModelShape) -> Vec<i64> {
     [1, 2, 4].into_iter().filter(|h| hpg % h == 0).collect()
 }
 
+/// Heads per verification program: every divisor of the heads per group (a program loops over
+/// its heads, so any divisor works; more heads share the group's keys and `Kᵀ Q`, fewer make
+/// more programs for small batches).
+fn verify_hb_values(shape: &ModelShape) -> Vec<i64> {
+    let hpg = shape.heads_per_group() as i64;
+    (1..=hpg).filter(|h| hpg % h == 0).collect()
+}
+
 fn fixed_axes<C: replay_dsl::ConfigValues>(space: SearchSpace<C>, shape: &ModelShape, gated: bool) -> SearchSpace<C> {
     space
         .axis("HEADS", [shape.heads as i64])
@@ -191,7 +199,6 @@ fn tiles_of(values: &Values) -> Tiles {
         min_blocks: get("min_blocks", 1) as u32,
         early: get("EARLY", 0) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
-        prefetch: get("PREFETCH", 0) != 0,
     }
 }
 
@@ -376,11 +383,9 @@ pub fn tune_verify_tiles(
         .axis("L", [window as i64])
         .axis("T", [drafts as i64])
         .axis("BV", bv_values_replay(shape))
-        .axis("HB", hb_values(shape))
+        .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
-        .axis("PREFETCH", [0, 1])
-        .constraint("PREFETCH needs HB > 1", |c: &C, _| !c.PREFETCH || c.HB > 1)
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -400,9 +405,7 @@ pub fn tune_verify_tiles(
         .size("T", drafts as i64)
         .size("accepted", accepted as i64)
         .size("cycle", 1);
-    let hb = hb_values(shape);
-    let prefetch_points = hb.len() + hb.iter().filter(|&&h| h > 1).count();
-    let points = bv_values_replay(shape).len() * prefetch_points * 2 * MIN_BLOCKS.len();
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * 2 * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
@@ -565,7 +568,6 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("min_blocks", tiles.min_blocks as i64),
         ("EARLY", tiles.early as i64),
         ("FC", tiles.flush_columns as i64),
-        ("PREFETCH", tiles.prefetch as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -385,12 +385,10 @@ pub struct ReplayConfig {
     pub early: bool,
     /// The replay step's `FC` (key columns per flush block).
     pub fc: usize,
-    /// The verification's `PREFETCH` (the next head's tiles loaded during this head's work).
-    pub prefetch: bool,
 }
 
 impl ReplayConfig {
-    /// The tiles given, with the kernels' options (`EARLY`, `FC`, `PREFETCH`) at their defaults.
+    /// The tiles given, with the kernels' options (`EARLY`, `FC`) at their defaults.
     pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
         ReplayConfig {
             shape,
@@ -402,7 +400,6 @@ impl ReplayConfig {
             num_warps,
             early: false,
             fc: 32,
-            prefetch: false,
         }
     }
 
@@ -445,7 +442,6 @@ impl ReplayConfig {
                 HAS_Z: self.gated,
                 BV: self.bv,
                 HB: self.hb,
-                PREFETCH: self.prefetch,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

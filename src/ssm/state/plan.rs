@@ -23,14 +23,11 @@ pub struct Tiles {
     pub early: bool,
     /// Key columns per block of the replay step's flush (its `FC`; other kernels ignore it).
     pub flush_columns: usize,
-    /// The verification loads the next head's tiles during this head's work (its
-    /// `PREFETCH`; other kernels ignore it).
-    pub prefetch: bool,
 }
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
-    /// checkpoint load, `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`] and `prefetch`.
+    /// checkpoint load and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -43,11 +40,7 @@ impl Tiles {
         } else {
             String::new()
         };
-        let prefetch = if self.prefetch { " prefetch" } else { "" };
-        format!(
-            "BV={} HB={} w={}{hint}{early}{fc}{prefetch}",
-            self.bv, self.hb, self.num_warps
-        )
+        format!("BV={} HB={} w={}{hint}{early}{fc}", self.bv, self.hb, self.num_warps)
     }
 }
 
@@ -100,7 +93,6 @@ impl ReplayPlan {
             min_blocks: 1,
             early: false,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
-            prefetch: false,
         };
         ReplayPlan {
             window,
@@ -133,7 +125,6 @@ impl ConventionalPlan {
             min_blocks: 1,
             early: false,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
-            prefetch: false,
         };
         ConventionalPlan {
             decode: t,

@@ -31,9 +31,7 @@ const MIN_DRAFT_COLUMNS: usize = 8;
 ///   `s'` in column `s` a running sum along the columns of the drafts `s' < s'' ≤ s`. No ratios
 ///   or differences of prefix sums.
 ///
-/// The heads run one after the other in a loop; with `PREFETCH` (a tuning axis) each
-/// iteration first issues the next head's checkpoint and record loads, so that they are in
-/// flight while this head's products run (two heads' tiles live: more registers).
+/// The heads run one after the other in a loop.
 ///
 /// If the row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]),
 /// the `h` committed records are then folded into each head's checkpoint rows (read again, from
@@ -72,7 +70,6 @@ pub fn mamba2_verify(
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 16)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
-    #[constexpr(default = false)] PREFETCH: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -145,14 +142,13 @@ pub fn mamba2_verify(
         let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
         let xoff_t = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
         let sptr_of = |head: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
-        // A head's big loads (`m` false: none): the checkpoint rows [BV, DK] and the records' x
-        // of the value rows, [nr, BV].
-        let head_tiles = |head: Tile<i32>, m: Tile<bool>| {
-            let vmm = vm & m;
-            let vmr = vmask.expand_dims(0) & m;
+        // A head's big loads: the checkpoint rows [BV, DK] and the records' x of the value
+        // rows, [nr, BV].
+        let head_tiles = |head: Tile<i32>| {
+            let vmr = vmask.expand_dims(0);
             let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
             let x_rec = load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft);
-            (load(sptr_of(head), vmm), x_rec)
+            (load(sptr_of(head), vm), x_rec)
         };
         // One head's outputs, records and flush, from its tiles.
         let per_head = |head: Tile<i32>, (st, x_rec): (Tile<f32>, Tile<bf16>)| {
@@ -211,18 +207,8 @@ pub fn mamba2_verify(
                 store(sptr, folded, vm);
             }
         };
-        if PREFETCH {
-            // The next head's tiles are loaded while this head's are used.
-            let mut next = head_tiles(head0, full([], true));
-            for hh in range(0, HB as i32) {
-                let cur = next;
-                next = head_tiles(head0 + hh + 1, hh + 1 < HB as i32);
-                per_head(head0 + hh, cur);
-            }
-        } else {
-            for hh in range(0, HB as i32) {
-                per_head(head0 + hh, head_tiles(head0 + hh, full([], true)));
-            }
+        for hh in range(0, HB as i32) {
+            per_head(head0 + hh, head_tiles(head0 + hh));
         }
         // The drafts' keys, by one program per group.
         let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);

@@ -15,6 +15,7 @@ use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
 use crate::backend::layout::{LayoutId, LANE_BITS};
 use crate::backend::mma::{exact_in_tf32, MmaKind, MmaPlan, Staged};
+use crate::backend::smem;
 use crate::error::CompileError;
 use crate::ir::{DotPrecision, Value};
 use crate::types::{DType, Elem};
@@ -123,20 +124,50 @@ impl Emitter<'_> {
             }
         };
 
-        // k-steps per iteration.
+        // Split K over the warps that would replicate the result (warp bits of `lc` without a
+        // coordinate): group `g` of them runs k-steps `g·steps ..`, and the groups' partial sums
+        // meet in shared memory after the loop.
         let ks = p.kind.k_step();
-        let steps = p.k / ks;
+        let rep: Vec<u32> = (layout.warps.iter().enumerate())
+            .filter(|(_, b)| b.is_none())
+            .map(|(i, _)| (LANE_BITS + i) as u32)
+            .take((p.k / ks).trailing_zeros() as usize)
+            .collect();
+        let threads = 32usize << layout.warps.len();
+        let rep = if threads * nregs * 4 <= smem::LIMIT {
+            rep
+        } else {
+            Vec::new()
+        };
+        let kgroup = self.gather(&rep.iter().enumerate().map(|(j, &t)| (t, j as u32)).collect::<Vec<_>>());
+        let steps = (p.k / ks) >> rep.len();
+        if let Some(g) = kgroup {
+            emit!(self, "mad.lo.s32 {pa}, {g}, {}, {pa}", steps * ks * sa);
+            emit!(self, "mad.lo.s32 {pb}, {g}, {}, {pb}", steps * ks * p.b.pitch * sb);
+        }
         let words = rows.len() * 4 * (1 + usize::from(split_a)) + cols.len() * 2 * (1 + usize::from(split_b));
         let mut unroll = 1;
         while steps.is_multiple_of(2 * unroll) && 2 * unroll * words <= FRAG_WORDS && 2 * unroll <= MAX_UNROLL {
             unroll *= 2;
         }
         let c: Vec<Reg> = self.regs_n(Class::F32, nregs);
-        for (d, x) in c.iter().zip(&racc) {
-            emit!(self, "mov.f32 {d}, {x}");
-        }
         let zero = self.reg(Class::F32);
         emit!(self, "mov.f32 {zero}, {}", f32_imm(0.0));
+        match kgroup {
+            // Group 0 starts from the accumulator, the others from zero.
+            Some(g) => {
+                let first = self.reg(Class::Pred);
+                emit!(self, "setp.eq.u32 {first}, {g}, 0");
+                for (d, x) in c.iter().zip(&racc) {
+                    emit!(self, "selp.f32 {d}, {x}, {zero}, {first}");
+                }
+            }
+            None => {
+                for (d, x) in c.iter().zip(&racc) {
+                    emit!(self, "mov.f32 {d}, {x}");
+                }
+            }
+        }
 
         let iters = steps / unroll;
         let (kk, top) = (self.reg(Class::B32), self.label());
@@ -186,7 +217,63 @@ impl Emitter<'_> {
             emit!(self, "setp.lt.u32 {pr}, {kk}, {iters}");
             emit!(self, "@{pr} bra {top}");
         }
+        if kgroup.is_some() {
+            return Ok(self.sum_k_groups(&c, &rep, threads));
+        }
         Ok(c)
+    }
+
+    /// The sums over the k-groups of the partial accumulators `c` (thread-id bits `rep` number
+    /// the groups), through shared memory: every thread stores its words, then adds those of
+    /// the threads that differ from it only in `rep`, in group order — so every replica of a
+    /// result word holds the same value.
+    fn sum_k_groups(&mut self, c: &[Reg], rep: &[u32], threads: usize) -> Vec<Reg> {
+        let bytes = c.len() * 4;
+        self.smem_begin(threads * bytes);
+        let (sm, tid) = (self.smem_base(), self.tid());
+        let own = self.reg(Class::B32);
+        emit!(self, "mad.lo.s32 {own}, {tid}, {bytes}, {sm}");
+        for (q, w) in c.chunks(4).enumerate() {
+            let names: Vec<String> = w.iter().map(Reg::to_string).collect();
+            emit!(
+                self,
+                "st.shared.v{}.f32 [{own}+{}], {{{}}}",
+                w.len(),
+                16 * q,
+                names.join(", ")
+            );
+        }
+        emit!(self, "bar.sync 0");
+        let mask: u32 = rep.iter().map(|t| 1u32 << t).sum();
+        let first = self.reg(Class::B32);
+        emit!(self, "and.b32 {first}, {tid}, 0x{:08x}", !mask);
+        emit!(self, "mad.lo.s32 {first}, {first}, {bytes}, {sm}");
+        let sum: Vec<Reg> = self.regs_n(Class::F32, c.len());
+        for g in 0..1usize << rep.len() {
+            // The thread of group g: g's bits deposited on the bits `rep`.
+            let t: usize = (rep.iter().enumerate()).map(|(j, &b)| ((g >> j) & 1) << b).sum();
+            let part: Vec<Reg> = if g == 0 {
+                sum.clone()
+            } else {
+                self.regs_n(Class::F32, c.len())
+            };
+            for (q, w) in part.chunks(4).enumerate() {
+                let names: Vec<String> = w.iter().map(Reg::to_string).collect();
+                let off = t * bytes + 16 * q;
+                emit!(
+                    self,
+                    "ld.shared.v{}.f32 {{{}}}, [{first}+{off}]",
+                    w.len(),
+                    names.join(", ")
+                );
+            }
+            if g > 0 {
+                for (d, x) in sum.iter().zip(&part) {
+                    emit!(self, "add.rn.f32 {d}, {d}, {x}");
+                }
+            }
+        }
+        sum
     }
 
     /// Writes a 2-D tile held in layout `l` to shared memory at byte `base`, row-major with a
@@ -354,18 +441,33 @@ impl Emitter<'_> {
                 hi.push(*x);
                 continue;
             }
-            let h = self.reg(Class::B32);
-            emit!(self, "cvt.rna.tf32.f32 {h}, {x}");
-            hi.push(h);
-            if how == Tf32Words::Split {
-                let (d, l) = (self.reg(Class::B32), self.reg(Class::B32));
-                emit!(self, "sub.f32 {d}, {x}, {h}");
-                emit!(self, "cvt.rna.tf32.f32 {l}, {d}");
-                lo.push(l);
+            if how == Tf32Words::Rounded {
+                let h = self.reg(Class::B32);
+                emit!(self, "cvt.rna.tf32.f32 {h}, {x}");
+                hi.push(h);
+                continue;
             }
+            let h = self.round_tf32_bits(*x);
+            let d = self.reg(Class::B32);
+            emit!(self, "sub.f32 {d}, {x}, {h}");
+            hi.push(h);
+            lo.push(self.round_tf32_bits(d));
         }
         let lo = (how == Tf32Words::Split).then_some(lo);
         Frag { hi, lo }
+    }
+
+    /// `x` rounded to tf32, to nearest with ties away from zero as `cvt.rna.tf32.f32` does, on
+    /// its bits: add half a tf32 unit, clear the 13 low bits (two integer operations; a carry
+    /// moves into the exponent as rounding up should, and infinities and quiet NaNs keep their
+    /// class). ptxas expands `cvt.rna` into four instructions on sm_90, with a test for
+    /// infinities that the 3xTF32 split does not need: `hi` of an infinity is that infinity and
+    /// its `lo` a NaN either way.
+    fn round_tf32_bits(&mut self, x: Reg) -> Reg {
+        let (t, r) = (self.reg(Class::B32), self.reg(Class::B32));
+        emit!(self, "add.s32 {t}, {x}, 4096");
+        emit!(self, "and.b32 {r}, {t}, 0xffffe000");
+        r
     }
 
     /// `d = a · b + c` for one m16n8 tile.
