@@ -7,7 +7,8 @@
 # Steps (arguments; default: tests memcheck tuned notune, in this order):
 #   tests    every GPU test binary in .carry/tests (REPLAY_REQUIRE_GPU=1, SSM tests on the GPU)
 #   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super B=16, T=8)
-#   tuned    bench-ssm tuned (REPLAY_TUNE=force) at B ∈ {256, 1}, both models, with Triton
+#   tuned    bench-ssm tuned (REPLAY_TUNE=force), with Triton: batches $TUNED_BATCHES (default
+#            256,1), models $TUNED_MODELS (default both)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
 #   ncu      Nsight Compute on the conventional, replay-step and verify kernels (both models,
 #            B=256, T=8; tuned plans when the cache has them; speed of light, occupancy, warp states, instruction mix,
@@ -73,8 +74,8 @@ for s in "${steps[@]}"; do
     tests) export -f gpu_tests; step tests 240 bash -c gpu_tests ;;
     memcheck) step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
       "$bin" bench-ssm --model nemotron3-super-120b --batch 16 --drafts 8 --no-tune ;;
-    tuned) step tuned 540 env REPLAY_TUNE=force "$bin" bench-ssm --batch 256,1 --triton "$triton" \
-      --json "$out/ssm-tuned.json" ;;
+    tuned) step tuned 540 env REPLAY_TUNE=force "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
+      ${TUNED_MODELS:+--model "$TUNED_MODELS"} --triton "$triton" --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
     *) echo "unknown step $s (tests, memcheck, tuned, notune, ncu)" >&2; failed=$((failed + 1)) ;;
