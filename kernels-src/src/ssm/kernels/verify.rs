@@ -7,6 +7,15 @@ use replay_dsl::prelude::*;
 /// (extra columns masked), the `N` of a tensor-core tile.
 const MIN_DRAFT_COLUMNS: usize = 8;
 
+/// `t`, computed once in a layout of its own (a sum over a new axis of extent 1, exact): the
+/// layout pass recomputes elementwise ops of small loads (here a `softplus`) in every layout
+/// their users ask for, which for a tile broadcast into a larger one means once per element of
+/// that one.
+fn once(t: Tile<f32>) -> Tile<f32> {
+    let r = t.rank();
+    sum(t.expand_dims(r), r)
+}
+
 /// Verifies `n_drafts` (`1 ≤ n_drafts ≤ T`) draft tokens per row without materialising any state:
 /// `O = S_ckpt Q D + V (W ⊙ (Kᵀ Q))` plus `D x` (times `silu(z)` when `HAS_Z`), with
 /// `D = diag(γ_{0:h+s})`, `W_{js} = γ_{j+1:h+s}` for `j ≤ h+s` (else 0) and `V = [dt'_j x_j]`.
@@ -20,11 +29,15 @@ const MIN_DRAFT_COLUMNS: usize = 8;
 /// - **Once per program**: the group's keys `K` `[nr, DK]` and queries `Qᵀ` `[DK, tq]` (draft
 ///   column `s` reads token `min(s, n - 1)`, in bounds; columns past `n` are never written), and
 ///   `Kᵀ Q = dot(K, Qᵀ)` `[nr, tq]`, shared by the heads.
-/// - **Per head**: the weights `W ⊙ Kᵀ Q` `[nr, tq]`; `S_ckpt Q = dot(S, Qᵀ)` and
-///   `V (W ⊙ Kᵀ Q) = dot(X, W ⊙ Kᵀ Q)` `[BV, tq]` with `X` the records' `x` (loaded as `Xᵀ`
-///   `[nr, BV]`: contiguous value rows) and the records' `dt'` folded into `W`; the outputs,
-///   and the drafts' `x` and `dt'` appended to the ring at positions `(start + h + s) % (L + T)`
-///   (`h` unchanged; `dt'` by the programs with `vb = 0`, the keys by one program per group).
+/// - **Once per program, for its `HB` heads** (a head axis first, `HB` rounded up to a power of
+///   two, extra lanes masked): the records' and drafts' `dt'` (one `softplus` per draft), the
+///   decay sums, `γ_{0:h+s}` `[HB, tq]` and the weights `W` `[HB, nr, tq]` (the drafts' `dt'`
+///   appended to the ring by the programs with `vb = 0`).
+/// - **Per head**: its weights (a select and sum over the head axis) `⊙ Kᵀ Q` `[nr, tq]`;
+///   `S_ckpt Q = dot(S, Qᵀ)` and `V (W ⊙ Kᵀ Q) = dot(X, W ⊙ Kᵀ Q)` `[BV, tq]` with `X` the
+///   records' `x` (loaded as `Xᵀ` `[nr, BV]`: contiguous value rows) and the records' `dt'`
+///   folded into `W`; the outputs, and the drafts' `x` appended to the ring at positions
+///   `(start + h + s) % (L + T)` (`h` unchanged; the keys by one program per group).
 /// - **Numerics**: every decay is `exp2((A log2 e) · Σ dt')` over a plain sum of the positive
 ///   `dt'` of exactly its range: committed `w_j = γ_{j+1:h-1} dt'_j` from an exclusive running sum
 ///   down the rows, `C = Σ_j dt'_j`, the drafts' inclusive running sum `cs_s`, and for draft row
@@ -150,30 +163,58 @@ pub fn mamba2_verify(
             let x_rec = load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft);
             (load(sptr_of(head), vm), x_rec)
         };
-        // One head's outputs, records and flush, from its tiles.
-        let per_head = |head: Tile<i32>, (st, x_rec): (Tile<f32>, Tile<bf16>)| {
-            let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
-            let bias = load(dt_bias + head, true);
+        // The per-head vectors of all HB heads at once, before the head loop, with the head
+        // axis first (HB rounded up to a power of two, the extra lanes masked off).
+        let hh = arange(HB.next_power_of_two());
+        let hmask = hh < HB as i32;
+        let heads = head0 + hh;
+        let hm = hmask.expand_dims(1);
+        let a_hb = load(a + heads, hmask) * std::f32::consts::LOG2_E;
+        let bias = load(dt_bias + heads, hmask).expand_dims(1);
+        let softplus_dt = |tok: Tile<i32>, m: Tile<bool>| {
+            let m = hm & m.expand_dims(0);
+            let raw = load(dt + heads.expand_dims(1) + (tok * HEADS).expand_dims(0), m);
+            select(m, softplus(raw.cast::<f32>() + bias), 0.0)
+        };
+        // dt' of the records [HB, nr] (committed from the ring, drafts from the inputs) and of
+        // the draft columns [HB, tq] (0 past n).
+        let dt_c = load(
+            ring_dt + heads.expand_dims(1) + (pos * HEADS).expand_dims(0),
+            hm & committed.expand_dims(0),
+        );
+        let dt_d = once(softplus_dt(tok0 + s, live));
+        // The drafts' rows take their dt' from the columns (the diagonal; 0 on the other rows).
+        let diag = (ii == ss).expand_dims(0);
+        let dt_i = sum(select(diag, dt_d.expand_dims(1), 0.0), 2);
+        let a2 = a_hb.expand_dims(1);
+        // w_j = γ_{j+1:h-1} dt'_j (the later committed records are the rows above), C = Σ dt'.
+        let w = exp2(a2 * cumsum_exclusive(dt_c, 1)) * dt_c;
+        let c_all = sum(dt_c, 1);
+        let cs = cumsum(dt_d, 1);
+        // γ_{0:h+s} [HB, tq]: the checkpoint's decay up to draft s; γ_{0:h-1} [HB] for the flush.
+        let gam = exp2(a2 * (c_all.expand_dims(1) + cs));
+        let gam_c = exp2(a_hb * c_all);
+        // Record row i in column s [HB, nr, tq]: committed γ_{h:h+s} w_j; draft s' ≤ s
+        // γ_{h+s'+1:h+s} dt'_{h+s'}. The exponents are running sums along the columns: of every
+        // draft for the committed rows, of the drafts after s' for draft row s'.
+        let summed = committed.expand_dims(1) | after_row;
+        let expo = cumsum(select(summed.expand_dims(0), dt_d.expand_dims(1), 0.0), 2);
+        let fac = select(is_draft.expand_dims(0), dt_i, w).expand_dims(2);
+        let wt = select(weighs.expand_dims(0), exp2(a2.expand_dims(2) * expo) * fac, 0.0);
+        // The drafts' dt' appended at ring positions start + h + s (by the programs with vb = 0).
+        store(
+            ring_dt + heads.expand_dims(1) + (pos_d * HEADS).expand_dims(0),
+            dt_d,
+            hm & (live & first).expand_dims(0),
+        );
+
+        // One head's outputs, records and flush, from its tiles; `hc` is its head lane.
+        let per_head = |hc: Tile<i32>, (st, x_rec): (Tile<f32>, Tile<bf16>)| {
+            let head = head0 + hc;
+            let lane = hh == hc;
+            let wkq = sum(select(lane.expand_dims(1).expand_dims(2), wt, 0.0), 0) * kq;
+            let gam_h = sum(select(lane.expand_dims(1), gam, 0.0), 0);
             let d_h = load(d + head, true);
-            let softplus_dt = |tok: Tile<i32>, m: Tile<bool>| {
-                select(m, softplus(load(dt + tok * HEADS + head, m).cast::<f32>() + bias), 0.0)
-            };
-            // dt' of the records [nr] (committed from the ring, drafts from the inputs) and of
-            // the draft columns [tq] (0 past n).
-            let dt_c = load(ring_dt + pos * HEADS + head, committed);
-            let dt_i = softplus_dt(tok0 + i, draft_row);
-            let dt_d = softplus_dt(tok0 + s, live);
-            // w_j = γ_{j+1:h-1} dt'_j (the later committed records are the rows above), C = Σ dt'.
-            let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
-            let c_all = sum(dt_c, 0);
-            let cs = cumsum(dt_d, 0);
-            // γ_{0:h+s}: the checkpoint's decay up to draft s.
-            let gam = exp2(a_h * (c_all + cs));
-            // Record row i in column s: committed γ_{h:h+s} w_j; draft s' ≤ s γ_{h+s'+1:h+s} dt'_{h+s'}.
-            let span = cumsum(select(after_row, dt_d.expand_dims(0), 0.0), 1);
-            let expo = select(is_draft.expand_dims(1), span, cs.expand_dims(0));
-            let fac = select(is_draft, dt_i, w).expand_dims(1);
-            let wkq = select(weighs, exp2(a_h * expo) * fac, 0.0) * kq;
 
             let x_rec = x_rec.cast::<f32>(); // [nr, BV]
             let sptr = sptr_of(head);
@@ -181,7 +222,7 @@ pub fn mamba2_verify(
             // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
             let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
             let x_s = load(x + xo, vm);
-            let mut y = gam.expand_dims(0) * dot(st, q_t) + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
+            let mut y = gam_h.expand_dims(0) * dot(st, q_t) + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
             if HAS_Z {
                 // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
                 let zf = load(z + xo, vm).cast::<f32>();
@@ -190,25 +231,26 @@ pub fn mamba2_verify(
             }
             let omask = vm & live.expand_dims(0);
             store(out + xo, y.cast::<bf16>(), omask);
-            // Append the drafts' x and dt' at ring positions start + h + s.
+            // Append the drafts' x at ring positions start + h + s.
             store(ring_x + xoff(head, pos_d), x_s, omask);
-            store(ring_dt + pos_d * HEADS + head, dt_d, live & first);
 
             if flush {
                 // Fold the h committed records into the checkpoint rows, written once:
                 // S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ (w is 0 on the drafts' rows).
                 // The keys and the checkpoint rows are loaded again (from L2) rather than kept
                 // live through the heads and the outputs (the rows in the product's layout).
+                let w_h = sum(select(lane.expand_dims(1), w, 0.0), 0);
+                let g_h = sum(select(lane, gam_c, 0.0), 0);
                 let folded = dot_acc(
-                    (x_rec * w.expand_dims(1)).trans(),
+                    (x_rec * w_h.expand_dims(1)).trans(),
                     keys().cast::<f32>(),
-                    exp2(a_h * c_all) * load(sptr, vm),
+                    g_h * load(sptr, vm),
                 );
                 store(sptr, folded, vm);
             }
         };
-        for hh in range(0, HB as i32) {
-            per_head(head0 + hh, head_tiles(head0 + hh));
+        for hc in range(0, HB as i32) {
+            per_head(hc, head_tiles(head0 + hc));
         }
         // The drafts' keys, by one program per group.
         let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
