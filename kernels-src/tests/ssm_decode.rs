@@ -1,14 +1,16 @@
 //! Conventional decode kernels on the interpreter: `mamba2_decode` (fp32 state) against the
 //! float64 recurrence over several steps; `mamba2_decode_f16` with round-to-nearest and with
 //! stochastic rounding (every result one of the two f16 neighbours of the exact update,
-//! unbiased over many steps, the documented hash of seed, step and element index).
+//! unbiased over many steps, the documented hash of seed, step and element index). Each on
+//! whole heads per program and on programs straddling heads (flat row tiling); a `BV` that
+//! does not divide a group's state rows is refused.
 
 mod ssm_util;
 
 use half::{bf16, f16};
 use replay_dsl::host::stochastic_round;
 use replay_dsl::Elem;
-use replay_kernels::ssm::kernels::decode::mamba2_decode_f16;
+use replay_kernels::ssm::kernels::decode::{mamba2_decode, mamba2_decode_f16};
 use replay_kernels::ssm::kernels::sr_bits_host;
 use replay_kernels::ssm::reference::{recurrent_step, softplus, Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
@@ -18,10 +20,15 @@ use ssm_util::*;
 
 const SHAPE: ModelShape = CPU_TEST;
 
+/// On `CPU_TEST` (whole heads per program) and on `STRADDLE` (programs straddling heads).
 #[test]
 fn fp32_decode_follows_the_recurrence() {
-    let shape = SHAPE;
-    let mut rng = Rng(31);
+    fp32_case(SHAPE, 4, 31);
+    fp32_case(STRADDLE, 4, 32);
+}
+
+fn fp32_case(shape: ModelShape, bv: usize, seed: u64) {
+    let mut rng = Rng(seed);
     let (dev, s) = device();
     let batch = 4usize;
     let n_slots = 5;
@@ -39,13 +46,13 @@ fn fp32_decode_follows_the_recurrence() {
     let slot_idx = buf(&s, &slots.iter().map(|&x| x as i32).collect::<Vec<_>>());
     let per_row = shape.heads * shape.dv;
     for (step, gated) in [true, false, true, false, true, true].into_iter().enumerate() {
-        let k = DecodeConfig {
+        let config = DecodeConfig {
             shape,
             gated,
-            bv: 4,
+            bv,
             num_warps: 4,
-        }
-        .decode(&dev);
+        };
+        let k = config.decode(&dev);
         let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();
         let tokens = input_bufs(&s, &pack(shape, &live_tokens(&inputs, &live)));
         let out = poisoned_out(&s, batch * per_row);
@@ -56,7 +63,7 @@ fn fp32_decode_follows_the_recurrence() {
             ArgValue::I32(batch as i32),
             ArgValue::I32(n_slots as i32),
         ]);
-        launch(&k, &s, (batch as u32, shape.heads as u32, 2), &args);
+        launch(&k, &s, config.grid(batch), &args);
         let mut want = vec![0.0; batch * per_row];
         recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
         check_outputs(&format!("step {step} y"), &host(&s, &out), &want, &live, per_row);
@@ -74,8 +81,10 @@ fn fp32_decode_follows_the_recurrence() {
     }
 }
 
-/// The f16-state kernel with one row (slot 1) and padding row 0.
+/// The f16-state kernel (`BV = bv`) on `shape` with one row (slot 1) and padding row 0.
 struct F16Setup {
+    shape: ModelShape,
+    bv: usize,
     dev: Device,
     s: Stream,
     params: Mamba2Params,
@@ -84,8 +93,7 @@ struct F16Setup {
     state: DeviceBuffer<f16>,
 }
 
-fn f16_setup(rng: &mut Rng) -> F16Setup {
-    let shape = SHAPE;
+fn f16_setup(rng: &mut Rng, shape: ModelShape, bv: usize) -> F16Setup {
     let (dev, s) = device();
     let params = random_params(rng, shape);
     let nst = shape.heads * shape.state_elems();
@@ -95,6 +103,8 @@ fn f16_setup(rng: &mut Rng) -> F16Setup {
     let slot_idx = buf(&s, &[0i32, 1]);
     let state = buf(&s, &init);
     F16Setup {
+        shape,
+        bv,
         dev,
         s,
         params,
@@ -106,7 +116,7 @@ fn f16_setup(rng: &mut Rng) -> F16Setup {
 
 /// Launches the f16 kernel for rows (padding, `input`) and returns the bf16 outputs of row 1.
 fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) -> Vec<bf16> {
-    let shape = SHAPE;
+    let shape = st.shape;
     let k = mamba2_decode_f16::Kernel::compile(
         &st.dev,
         mamba2_decode_f16::Config {
@@ -116,7 +126,7 @@ fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) 
             DV: shape.dv,
             HAS_Z: input.z.is_some(),
             SR: sr,
-            BV: 8,
+            BV: st.bv,
             num_warps: 4,
             min_blocks: 1,
         },
@@ -134,7 +144,7 @@ fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) 
         ArgValue::U32(seed),
         ArgValue::U32(step),
     ]);
-    launch(&k, &st.s, (2, shape.heads as u32, 1), &args);
+    launch(&k, &st.s, flat_grid(shape, st.bv, 2), &args);
     let o = host(&st.s, &out);
     assert!(o[..per_row].iter().all(|v| v.is_nan()), "padding row written");
     o[per_row..].to_vec()
@@ -143,8 +153,12 @@ fn f16_launch(st: &F16Setup, sr: bool, input: &StepInput, seed: u32, step: u32) 
 /// The exact (f64) update of slot 1 from the f16 state `prev`, a bound on the f32 rounding
 /// error of the kernel's update (`2^-22 (|α s| + |v k|)`, cancellation included), and the
 /// outputs.
-fn exact_update(params: &Mamba2Params, prev: &[f16], input: &StepInput) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let shape = SHAPE;
+fn exact_update(
+    shape: ModelShape,
+    params: &Mamba2Params,
+    prev: &[f16],
+    input: &StepInput,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let nst = shape.heads * shape.state_elems();
     let mut states = SlotStates::zeros(shape, 2);
     states
@@ -191,32 +205,48 @@ fn check_f16_step(what: &str, got: &[f16], exact: &[f64], err: &[f64], sr: bool)
     }
 }
 
+/// The f16 kernel's shapes and tiles: `CPU_TEST` with one value head per program and
+/// `STRADDLE` with programs straddling heads.
+const F16_CASES: [(ModelShape, usize); 2] = [(SHAPE, 8), (STRADDLE, 4)];
+
 #[test]
 fn fp16_state_round_to_nearest_and_stochastic_over_steps() {
     let mut rng = Rng(41);
-    for sr in [false, true] {
-        let st = f16_setup(&mut rng);
-        for step in 0..4u32 {
-            let input = random_input(&mut rng, SHAPE, step % 2 == 0);
-            let prev = host(&st.s, &st.state);
-            let (exact, err, want) = exact_update(&st.params, &prev, &input);
-            let y = f16_launch(&st, sr, &input, 1234, step);
-            let what = format!("sr={sr} step {step}");
-            let yg: Vec<f64> = y.iter().map(|v| v.to_f64()).collect();
-            check_close(&format!("{what} y"), &yg, &want, OUT_RTOL, OUT_ATOL_REL * rms(&want));
-            check_f16_step(&what, &host(&st.s, &st.state), &exact, &err, sr);
+    for (shape, bv) in F16_CASES {
+        for sr in [false, true] {
+            fp16_steps(&mut rng, shape, bv, sr);
         }
+    }
+}
+
+fn fp16_steps(rng: &mut Rng, shape: ModelShape, bv: usize, sr: bool) {
+    let st = f16_setup(rng, shape, bv);
+    for step in 0..4u32 {
+        let input = random_input(rng, shape, step % 2 == 0);
+        let prev = host(&st.s, &st.state);
+        let (exact, err, want) = exact_update(shape, &st.params, &prev, &input);
+        let y = f16_launch(&st, sr, &input, 1234, step);
+        let what = format!("{} sr={sr} step {step}", shape.name);
+        let yg: Vec<f64> = y.iter().map(|v| v.to_f64()).collect();
+        check_close(&format!("{what} y"), &yg, &want, OUT_RTOL, OUT_ATOL_REL * rms(&want));
+        check_f16_step(&what, &host(&st.s, &st.state), &exact, &err, sr);
     }
 }
 
 #[test]
 fn stochastic_rounding_is_unbiased_and_uses_the_documented_hash() {
     let mut rng = Rng(51);
-    let mut st = f16_setup(&mut rng);
-    let input = random_input(&mut rng, SHAPE, false);
+    for (shape, bv) in F16_CASES {
+        stochastic_rounding_case(&mut rng, shape, bv);
+    }
+}
+
+fn stochastic_rounding_case(rng: &mut Rng, shape: ModelShape, bv: usize) {
+    let mut st = f16_setup(rng, shape, bv);
+    let input = random_input(rng, shape, false);
     let init = host(&st.s, &st.state);
-    let nst = SHAPE.heads * SHAPE.state_elems();
-    let (exact, err, _) = exact_update(&st.params, &init, &input);
+    let nst = shape.heads * shape.state_elems();
+    let (exact, err, _) = exact_update(shape, &st.params, &init, &input);
     let runs = 256u32;
     let seed = 0xdead_beefu32;
     let mut ups = vec![0u32; nst];
@@ -286,4 +316,26 @@ fn stochastic_rounding_is_unbiased_and_uses_the_documented_hash() {
     let z = dev_sum / var_sum.sqrt();
     assert!(z.abs() < 5.0, "biased stochastic rounding: z = {z}");
     assert!(random_elems > nst / 2, "only {random_elems} elements rounded both ways");
+}
+
+#[test]
+fn a_block_that_does_not_divide_the_rows_of_a_group_is_refused() {
+    let (dev, _s) = device();
+    // CPU_TEST has 3 heads of 8 rows per group: BV = 16 would mix groups.
+    let Err(err) = mamba2_decode::Kernel::compile(
+        &dev,
+        mamba2_decode::Config {
+            HEADS: SHAPE.heads,
+            GROUPS: SHAPE.groups,
+            DK: SHAPE.dk,
+            DV: SHAPE.dv,
+            HAS_Z: true,
+            BV: 16,
+            num_warps: 4,
+            min_blocks: 1,
+        },
+    ) else {
+        panic!("BV = 16 compiled");
+    };
+    assert!(err.to_string().contains("BV must divide"), "{err}");
 }

@@ -74,13 +74,13 @@ fn timings() {
         // Conventional decode.
         let mut best_conv = f64::MAX;
         for (bv, nw) in [(16, 4), (32, 4), (32, 8), (64, 8)] {
-            let k = DecodeConfig {
+            let config = DecodeConfig {
                 shape,
                 gated: true,
                 bv,
                 num_warps: nw,
-            }
-            .decode(&dev);
+            };
+            let k = config.decode(&dev);
             let mut args = token_args(&tokens, &par, &slot_idx);
             args.extend([
                 arg(&ckpt),
@@ -88,9 +88,7 @@ fn timings() {
                 ArgValue::I32(batch as i32),
                 ArgValue::I32(slots as i32),
             ]);
-            let ms = time_ms(&s, 20, || {
-                launch(&k, &s, (batch as u32, h as u32, dv.div_ceil(bv) as u32), &args)
-            });
+            let ms = time_ms(&s, 20, || launch(&k, &s, config.grid(batch), &args));
             println!(
                 "B={batch:<4} decode        BV={bv:<3} w{nw}: {:8.1} us  ({:.2} TB/s of state r+w)",
                 ms * 1e3,
@@ -157,13 +155,13 @@ fn timings() {
                 let snap_state = zeros::<f32>(&s, (batch * t + slots) * h * dv * dk);
                 let snaps = buf(&s, &(0..batch * t).map(|i| (slots + i) as i32).collect::<Vec<_>>());
                 for (bv, nw) in [(32, 4), (64, 8)] {
-                    let k = DecodeConfig {
+                    let config = DecodeConfig {
                         shape,
                         gated: true,
                         bv,
                         num_warps: nw,
-                    }
-                    .spec_baseline(&dev);
+                    };
+                    let k = config.spec_baseline(&dev);
                     let mut args = token_args(&tokens, &par, &slot_idx);
                     args.extend([
                         arg(&snaps),
@@ -173,9 +171,7 @@ fn timings() {
                         ArgValue::I32((batch * t + slots) as i32),
                         ArgValue::I32(t as i32),
                     ]);
-                    let ms = time_ms(&s, 10, || {
-                        launch(&k, &s, (batch as u32, h as u32, dv.div_ceil(bv) as u32), &args)
-                    });
+                    let ms = time_ms(&s, 10, || launch(&k, &s, config.grid(batch), &args));
                     println!(
                         "B={batch:<4} baseline T={t}   BV={bv:<3} w{nw}: {:8.1} us  ({:.2}x one conventional step)",
                         ms * 1e3,

@@ -285,10 +285,16 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
     });
 }
 
+/// The snapshot-per-draft baseline on `CPU_TEST` (whole heads per program) and on `STRADDLE`
+/// (programs straddling heads).
 #[test]
 fn spec_baseline_snapshots_every_draft() {
-    let shape = CPU_TEST;
-    let mut rng = Rng(21);
+    spec_baseline_case(CPU_TEST, 4, 21);
+    spec_baseline_case(STRADDLE, 4, 22);
+}
+
+fn spec_baseline_case(shape: ModelShape, bv: usize, seed: u64) {
+    let mut rng = Rng(seed);
     let (dev, s) = device();
     let batch = 3usize;
     let n_slots = 1 + 2 * 5; // padding + per row (1 source + 4 snapshot slots); row 1 is padding
@@ -303,13 +309,13 @@ fn spec_baseline_snapshots_every_draft() {
     let mut state = buf(&s, &state_host);
     let per_tok = shape.heads * shape.dv;
     for gated in [true, false] {
-        let k = DecodeConfig {
+        let config = DecodeConfig {
             shape,
             gated,
-            bv: 4,
+            bv,
             num_warps: 4,
-        }
-        .spec_baseline(&dev);
+        };
+        let k = config.spec_baseline(&dev);
         for _ in 0..3 {
             let n = rng.int(1, 4);
             // Row 0 → slots 1 (source), 2..; row 2 → slots 6, 7..; row 1 is padding.
@@ -337,7 +343,7 @@ fn spec_baseline_snapshots_every_draft() {
                 ArgValue::I32(n_slots as i32),
                 ArgValue::I32(n as i32),
             ]);
-            launch(&k, &s, (batch as u32, shape.heads as u32, 2), &args);
+            launch(&k, &s, config.grid(batch), &args);
             let want = truth_verify(&params, &truth, &src, &drafts, n);
             check_outputs("baseline y", &host(&s, &out), &want, &live, n * per_tok);
             let got = host(&s, &state);

@@ -120,6 +120,13 @@ fn bv_values(shape: &ModelShape) -> Vec<i64> {
     [8, 16, 32, 64].into_iter().filter(|&b| b <= top).collect()
 }
 
+/// `BV` of the conventional kernels: the values of [`bv_values`] dividing the state rows of a
+/// group (`heads/groups · dv`), as their flat row tiling requires.
+fn bv_values_conventional(shape: &ModelShape) -> Vec<i64> {
+    let group_rows = (shape.heads_per_group() * shape.dv) as i64;
+    bv_values(shape).into_iter().filter(|&b| group_rows % b == 0).collect()
+}
+
 /// `BV` of the replay and verification kernels (their record tiles make `BV = 8` pointless).
 fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
@@ -260,13 +267,13 @@ pub fn tune_conventional(
         shape,
         gated,
     )
-    .axis("BV", bv_values(shape))
+    .axis("BV", bv_values_conventional(shape))
     .axis("num_warps", CONVENTIONAL_WARPS)
     .axis("min_blocks", MIN_BLOCKS)
     .register_limit();
-    let (heads, dv) = (shape.heads as u32, shape.dv);
+    let rows = shape.heads * shape.dv;
     let mut problem = Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| {
-        Grid::new(batch as u32, heads, dv.div_ceil(c.BV) as u32)
+        Grid::new(batch as u32, (rows / c.BV) as u32, 1)
     })
     .scalar("batch", batch as i32)
     .scalar("slots", batch as i32 + 1);
@@ -276,7 +283,7 @@ pub fn tune_conventional(
     for (n, v) in shape_sizes(shape, batch, gated) {
         problem = problem.size(n, v);
     }
-    let points = bv_values(shape).len() * CONVENTIONAL_WARPS.len() * MIN_BLOCKS.len();
+    let points = bv_values_conventional(shape).len() * CONVENTIONAL_WARPS.len() * MIN_BLOCKS.len();
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
     Ok((tiles_of(&values_of(&t.config)), t.source, points))
 }

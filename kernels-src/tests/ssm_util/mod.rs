@@ -119,6 +119,18 @@ pub const TUNING: ModelShape = ModelShape {
     ..CPU_TEST
 };
 
+/// A shape for the conventional kernels' flat row tiling: `BV = 4` divides a group's 12 state
+/// rows (`heads/groups · dv`) but not `dv = 6`, so programs straddle heads and their per-row
+/// `dt'`, `α` and `D` differ row by row.
+pub const STRADDLE: ModelShape = ModelShape {
+    name: "straddle",
+    dv: 6,
+    dk: 8,
+    heads: 4,
+    groups: 2,
+    ..CPU_TEST
+};
+
 /// The tiles `(BV, HB, num_warps)` the tuner searches at [`TUNING`], each with every value of
 /// `flags` (a kernel's boolean-and-block axes), where `keep` allows: all of them when kernels
 /// run compiled (emulator, GPU), else `fallback` (one point per axis value: on the interpreter
@@ -488,6 +500,11 @@ impl DecodeConfig {
         .unwrap()
     }
 
+    /// The launch grid for `batch` rows (flat row tiling): `(batch, heads·dv / BV, 1)`.
+    pub fn grid(self, batch: usize) -> (u32, u32, u32) {
+        flat_grid(self.shape, self.bv, batch)
+    }
+
     /// `mamba2_spec_baseline` compiled with this configuration.
     pub fn spec_baseline(self, dev: &Device) -> CompiledKernel<mamba2_spec_baseline::Kernel> {
         let s = self.shape;
@@ -506,6 +523,18 @@ impl DecodeConfig {
         )
         .unwrap()
     }
+}
+
+/// The grid of the conventional kernels (flat row tiling) for `batch` rows and `BV = bv`:
+/// `(batch, heads·dv / bv, 1)`; `bv` must divide the state rows of a group.
+pub fn flat_grid(shape: ModelShape, bv: usize, batch: usize) -> (u32, u32, u32) {
+    assert_eq!(
+        shape.heads_per_group() * shape.dv % bv,
+        0,
+        "BV = {bv} does not divide the state rows of a group of {}",
+        shape.name
+    );
+    (batch as u32, (shape.heads * shape.dv / bv) as u32, 1)
 }
 
 /// `mamba2_commit` for window `l` and up to `t` drafts, `block` rows per program.

@@ -141,13 +141,21 @@ impl LayerCore {
         ]
     }
 
-    /// The grid of a layer kernel: one program per row, `hb` value heads and `bv` value rows.
+    /// The grid of a replay layer kernel: one program per row, `hb` value heads and `bv` value
+    /// rows.
     pub(super) fn grid(&self, hb: usize, bv: usize) -> Grid {
         Grid::new(
             self.batch as u32,
             (self.shape.heads / hb) as u32,
             self.shape.dv.div_ceil(bv) as u32,
         )
+    }
+
+    /// The grid of a conventional kernel (flat row tiling): one program per row and `bv` of
+    /// the `heads · dv` state rows, `(batch, heads·dv / bv, 1)` (`bv` divides the rows of a
+    /// group, so it divides `heads · dv`).
+    pub(super) fn flat_grid(&self, bv: usize) -> Grid {
+        Grid::new(self.batch as u32, (self.shape.heads * self.shape.dv / bv) as u32, 1)
     }
 
     /// Slot `slot` of a per-slot state buffer (`[.., heads, dv, dk]`), read back as f64.

@@ -103,7 +103,12 @@ impl Mamba2ConventionalState {
         }
         // Snapshot slots are laid out [batch, T]; with n < T the kernel reads row r's
         // snapshots at r·n .., which are still distinct non-padding slots.
-        go(k, stream, self.core.grid(1, self.plan.spec.bv), &self.args(io, Some(n)))
+        go(
+            k,
+            stream,
+            self.core.flat_grid(self.plan.spec.bv),
+            &self.args(io, Some(n)),
+        )
     }
 
     /// Loads the snapshotting kernel's specialization for `n` drafts.
@@ -126,7 +131,7 @@ impl DecodeLayer for Mamba2ConventionalState {
         go(
             &self.decode_k,
             stream,
-            self.core.grid(1, self.plan.decode.bv),
+            self.core.flat_grid(self.plan.decode.bv),
             &self.args(io, None),
         )
     }

@@ -10,7 +10,8 @@ pub const DEFAULT_FLUSH_COLUMNS: usize = 32;
 /// and verify only; 1 elsewhere), warps and the occupancy hint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Tiles {
-    /// Value rows of the state per program.
+    /// Value rows of the state per program (the conventional kernels: flat rows of the
+    /// `heads · dv` rows of a slot, a divisor of the rows of one group).
     pub bv: usize,
     /// Value heads per program (shares the group's keys and `kᵀq` products).
     pub hb: usize,
@@ -116,10 +117,16 @@ pub struct ConventionalPlan {
 }
 
 impl ConventionalPlan {
-    /// Default tiles: `BV = min(32, dv)` (a power of two), 4 warps.
+    /// Default tiles: `BV` the largest power of two up to `min(32, dv)` (rounded up to a
+    /// power of two) dividing the state rows of a group (`heads/groups · dv`), 4 warps.
     pub fn default_for(shape: &ModelShape, max_drafts: usize) -> ConventionalPlan {
+        let group_rows = shape.heads_per_group() * shape.dv;
+        let mut bv = 32usize.min(shape.dv.next_power_of_two());
+        while !group_rows.is_multiple_of(bv) {
+            bv /= 2;
+        }
         let t = Tiles {
-            bv: 32usize.min(shape.dv.next_power_of_two()),
+            bv,
             hb: 1,
             num_warps: 4,
             min_blocks: 1,

@@ -1,27 +1,32 @@
 //! Conventional Mamba-2 decode: one launch per step, the state read and written every step.
 //!
+//! A slot's state `[HEADS, DV, DK]` is tiled by *flat rows*: viewed as `HEADS·DV` rows of `DK`,
+//! program `(row, blk)` of the `(batch, HEADS·DV / BV, 1)` grid owns rows
+//! `r = blk·BV + [0, BV)`, row `r` being value row `r % DV` of head `r / DV`. `BV` divides
+//! `(HEADS/GROUPS)·DV`, so a program's rows lie in one group (one `B` and one `C` vector) and
+//! no row is masked, whatever `DV`.
+//!
 //! The per-program computation is written once, in `#[kernel_fn]` helpers shared by the two
 //! decode kernels and by [`super::spec_baseline::mamba2_spec_baseline`]: `program` (the
-//! program's coordinates and slot), `token_inputs` (one token's `x`, `k`, `q`), `decode_inputs`
-//! (`dt'`, `α` and the token inputs of a decode step), `update` (the new state tile) and
-//! `emit_output` (`y`, stored).
+//! program's coordinates and slot), `state_elems` (its state tile's offsets in a slot),
+//! `token_inputs` (one token's `x`, `k`, `q`), `decode_inputs` (`dt'`, `α` and the token inputs
+//! of a decode step), `update` (the new state tile) and `emit_output` (`y`, stored).
 
 use super::{mix32, sr_key};
 use replay_dsl::prelude::*;
 
-/// The coordinates of program `(row, head, vb)` of a `(batch, HEADS, ⌈DV/BV⌉)` grid, its slot
-/// and the shapes it works with.
+/// The coordinates of program `(row, blk)` of a `(batch, HEADS·DV / BV, 1)` grid, its slot and
+/// the shapes it works with.
 pub(super) struct Program {
     /// Batch row.
     pub row: Tile<i32>,
-    /// Value head.
+    /// The program's flat state rows `r = blk·BV + [0, BV)` (`[BV]`, `r < HEADS·DV`).
+    pub r: Tile<i32>,
+    /// Value head of each row, `r / DV` (`[BV]`); a scalar, the program's one head, when `BV`
+    /// divides `DV` (per-head values are then loaded once, not per row).
     pub head: Tile<i32>,
-    /// Group of the head (`head / (HEADS / GROUPS)`).
+    /// Group of the program's rows (`head / (HEADS / GROUPS)`, the same for all of them).
     pub g: Tile<i32>,
-    /// The program's value rows `vb·BV + [0, BV)`.
-    pub v: Tile<i32>,
-    /// `v < DV`.
-    pub vmask: Tile<bool>,
     /// `[0, DK)`.
     pub kk: Tile<i32>,
     /// `slot_idx[row]` (0: a padding row).
@@ -37,7 +42,7 @@ pub(super) struct Program {
 }
 
 /// This program's [`Program`] (`heads` … `bv`: the kernel's `HEADS` … `BV`); checks that
-/// `HEADS` is a multiple of `GROUPS`.
+/// `HEADS` is a multiple of `GROUPS` and that `BV` divides `(HEADS/GROUPS)·DV`.
 #[kernel_fn]
 pub(super) fn program(
     slot_idx: Tile<Ptr<i32>>,
@@ -48,19 +53,24 @@ pub(super) fn program(
     bv: usize,
 ) -> Program {
     static_assert(groups > 0 && heads % groups == 0, "HEADS must be a multiple of GROUPS");
+    let group_rows = heads / groups * dv;
+    static_assert(
+        bv > 0 && group_rows % bv == 0,
+        "BV must divide (HEADS/GROUPS)·DV (the state rows of one group), so that a program's \
+         flat rows lie in one group and none is masked",
+    );
     let row = program_id(0);
-    let head = program_id(1);
-    let g = head / (heads / groups);
-    let v = program_id(2) * bv + arange(bv);
-    let vmask = v < dv;
+    let blk = program_id(1);
+    let r = blk * bv + arange(bv);
+    let head = if dv % bv == 0 { blk / (dv / bv) } else { r / dv };
+    let g = blk / (group_rows / bv);
     let kk = arange(dk);
     let slot = load(slot_idx + row, true);
     Program {
         row,
+        r,
         head,
         g,
-        v,
-        vmask,
         kk,
         slot,
         heads,
@@ -70,17 +80,25 @@ pub(super) fn program(
     }
 }
 
+/// The offset of program `p`'s state tile in a slot, `r·DK + kk` (`[BV, DK]`), `r·DK + c`
+/// being the flat index of element `c` of state row `r`.
+#[kernel_fn]
+pub(super) fn state_elems(p: &Program) -> Tile<i32> {
+    (p.r * p.dk).expand_dims(1) + p.kk.expand_dims(0)
+}
+
 /// The inputs of token `tok` (a row of the token-major inputs) for program `p`.
 pub(super) struct Token {
-    /// `dt' = softplus(dt + dt_bias)` of the token and head.
+    /// `dt' = softplus(dt + dt_bias)` of the token and each row's head (`[BV]`, or a scalar:
+    /// see [`Program::head`]).
     pub dtp: Tile<f32>,
-    /// Offset of the program's value rows in `x`, `z` and `y`.
+    /// Offset of the program's rows in `x`, `z` and `y`, `tok·HEADS·DV + r`.
     pub xoff: Tile<i32>,
-    /// `x` of the value rows, in f32.
+    /// `x` of the rows, in f32.
     pub xv: Tile<f32>,
-    /// `k = B` of the head's group, in f32.
+    /// `k = B` of the program's group, in f32.
     pub k: Tile<f32>,
-    /// `q = C` of the head's group, in f32.
+    /// `q = C` of the program's group, in f32.
     pub q: Tile<f32>,
 }
 
@@ -94,15 +112,15 @@ pub(super) fn token_inputs(
     bmat: Tile<Ptr<bf16>>,
     cmat: Tile<Ptr<bf16>>,
 ) -> Token {
-    let xoff = (tok * p.heads + p.head) * p.dv + p.v;
-    let xv = load(x + xoff, p.vmask).cast::<f32>();
+    let xoff = tok * (p.heads * p.dv) + p.r;
+    let xv = load(x + xoff, true).cast::<f32>();
     let k = load(bmat + (tok * p.groups + p.g) * p.dk + p.kk, true).cast::<f32>();
     let q = load(cmat + (tok * p.groups + p.g) * p.dk + p.kk, true).cast::<f32>();
     Token { dtp, xoff, xv, k, q }
 }
 
-/// The inputs of one decode step for program `p`: `α = exp(dt'·A)` and the token of row
-/// `p.row`.
+/// The inputs of one decode step for program `p`: `α = exp(dt'·A)` of each row's head (shaped
+/// as [`Program::head`]) and the token of row `p.row`.
 #[kernel_fn]
 pub(super) fn decode_inputs(
     p: &Program,
@@ -118,17 +136,26 @@ pub(super) fn decode_inputs(
     (alpha, token_inputs(p, p.row, dtp, x, bmat, cmat))
 }
 
-/// The new state tile `α S + (dt'·x) kᵀ` from the previous one `prev` (f32, `[BV, DK]`).
+/// The new state tile `α S + (dt'·x) kᵀ` from the previous one `prev` (f32, `[BV, DK]`; `α`
+/// per row or a scalar).
 #[kernel_fn]
 pub(super) fn update(t: &Token, alpha: Tile<f32>, prev: Tile<f32>) -> Tile<f32> {
-    alpha * prev + (t.dtp * t.xv).expand_dims(1) * t.k.expand_dims(0)
+    per_row(alpha) * prev + (t.dtp * t.xv).expand_dims(1) * t.k.expand_dims(0)
+}
+
+/// A per-row value (`[BV]`) as a column of `[BV, DK]` tiles; a scalar as it is.
+fn per_row(v: Tile<f32>) -> Tile<f32> {
+    if v.rank() == 0 {
+        v
+    } else {
+        v.expand_dims(1)
+    }
 }
 
 /// `y = S q + D x` (times `silu(z)` when `has_z`) of the state tile `s`, stored to `out` as bf16.
-/// `d` gives `D` of the head; it is called after `S q`, where a kernel may load it.
+/// `d` gives `D` of each row's head; it is called after `S q`, where a kernel may load it.
 #[kernel_fn]
 pub(super) fn emit_output<D: FnOnce() -> Tile<f32>>(
-    p: &Program,
     t: &Token,
     s: Tile<f32>,
     d: D,
@@ -138,15 +165,16 @@ pub(super) fn emit_output<D: FnOnce() -> Tile<f32>>(
 ) {
     let mut y = sum(s * t.q.expand_dims(0), 1) + d() * t.xv;
     if has_z {
-        y *= silu(load(z + t.xoff, p.vmask).cast::<f32>());
+        y *= silu(load(z + t.xoff, true).cast::<f32>());
     }
-    store(out + t.xoff, y.cast::<bf16>(), p.vmask);
+    store(out + t.xoff, y.cast::<bf16>(), true);
 }
 
-/// One conventional decode step for the batch on an fp32 state: per row, head and value block
-/// `S ← α S + (dt'·x) Bᵀ` with `dt' = softplus(dt + dt_bias)`, `α = exp(dt'·A)`, then
-/// `y = S C + D x` (times `silu(z)` when `HAS_Z`), `S` written back in place. Program
-/// `(row, head, vb)` owns rows `vb·BV ..` of one head's state. Padding rows (slot 0) do nothing.
+/// One conventional decode step for the batch on an fp32 state: per row and state row
+/// `S ← α S + (dt'·x) Bᵀ` with `dt' = softplus(dt + dt_bias)`, `α = exp(dt'·A)` of the row's
+/// head, then `y = S C + D x` (times `silu(z)` when `HAS_Z`), `S` written back in place.
+/// Program `(row, blk)` of the `(batch, HEADS·DV / BV, 1)` grid owns the flat state rows
+/// `blk·BV ..` (`BV` must divide `(HEADS/GROUPS)·DV`). Padding rows (slot 0) do nothing.
 #[kernel]
 pub fn mamba2_decode(
     #[extent(batch * HEADS)] dt: Ptr<bf16>,
@@ -172,14 +200,10 @@ pub fn mamba2_decode(
     let p = program(slot_idx, HEADS, GROUPS, DK, DV, BV);
     if p.slot != 0 {
         let (alpha, t) = decode_inputs(&p, dt, x, bmat, cmat, a, dt_bias);
-        let sptr = state
-            + (p.slot.cast::<i64>() * HEADS + p.head.cast::<i64>()) * (DV * DK)
-            + (p.v * DK).expand_dims(1)
-            + p.kk.expand_dims(0);
-        let smask = p.vmask.expand_dims(1);
-        let s = update(&t, alpha, load(sptr, smask));
-        emit_output(&p, &t, s, || load(d + p.head, true), z, out, HAS_Z);
-        store(sptr, s, smask);
+        let sptr = state + p.slot.cast::<i64>() * (HEADS * DV * DK) + state_elems(&p);
+        let s = update(&t, alpha, load(sptr, true));
+        emit_output(&t, s, || load(d + p.head, true), z, out, HAS_Z);
+        store(sptr, s, true);
     }
 }
 
@@ -215,19 +239,21 @@ pub fn mamba2_decode_f16(
 ) {
     let p = program(slot_idx, HEADS, GROUPS, DK, DV, BV);
     if p.slot != 0 {
+        // The launch's key first (unused, so dropped, without `SR`): ptxas then keeps the
+        // BV = 32 program spill-free on sm_100a.
+        let key = sr_key(seed, step);
         let (alpha, t) = decode_inputs(&p, dt, x, bmat, cmat, a, dt_bias);
-        let base = (p.slot.cast::<i64>() * HEADS + p.head.cast::<i64>()) * (DV * DK);
-        let elem = (p.v * DK).expand_dims(1) + p.kk.expand_dims(0);
+        let base = p.slot.cast::<i64>() * (HEADS * DV * DK);
+        let elem = state_elems(&p);
         let sptr = state + base + elem;
-        let smask = p.vmask.expand_dims(1);
-        let s = update(&t, alpha, load(sptr, smask).cast::<f32>());
-        emit_output(&p, &t, s, || load(d + p.head, true), z, out, HAS_Z);
+        let s = update(&t, alpha, load(sptr, true).cast::<f32>());
+        emit_output(&t, s, || load(d + p.head, true), z, out, HAS_Z);
         if SR {
             let index = base.cast::<u32>() + elem.cast::<u32>();
-            let bits = mix32(index ^ sr_key(seed, step));
-            store(sptr, s.cast_stochastic::<f16>(bits), smask);
+            let bits = mix32(index ^ key);
+            store(sptr, s.cast_stochastic::<f16>(bits), true);
         } else {
-            store(sptr, s.cast::<f16>(), smask);
+            store(sptr, s.cast::<f16>(), true);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Conventional speculative decoding, as serving engines do it today: the recurrence runs over
 //! the drafts and writes one full state snapshot per draft token.
 
-use super::decode::{emit_output, program, token_inputs, update};
+use super::decode::{emit_output, program, state_elems, token_inputs, update};
 use replay_dsl::prelude::*;
 
 /// Verifies `n_drafts` draft tokens per row with the plain recurrence: the state of slot
@@ -10,6 +10,9 @@ use replay_dsl::prelude::*;
 /// `snap_idx[row, s]` — `1` read and `n_drafts` writes of the state. Accepting `a` drafts then
 /// makes `snap_idx[row, a-1]` the row's state (a slot-index move by the state manager).
 /// Padding rows (`slot_idx[row] == 0`) do nothing; snapshot slots must be distinct and non-zero.
+/// Programs tile the state as the decode kernels do (see [`super::decode`]): program
+/// `(row, blk)` of the `(batch, HEADS·DV / BV, 1)` grid owns the flat state rows `blk·BV ..`
+/// (`BV` must divide `(HEADS/GROUPS)·DV`).
 #[kernel]
 pub fn mamba2_spec_baseline(
     #[extent(batch * n_drafts * HEADS)] dt: Ptr<bf16>,
@@ -36,24 +39,16 @@ pub fn mamba2_spec_baseline(
 ) {
     let p = program(slot_idx, HEADS, GROUPS, DK, DV, BV);
     if p.slot != 0 {
-        let elem = (p.v * DK).expand_dims(1) + p.kk.expand_dims(0);
-        let smask = p.vmask.expand_dims(1);
-        let head_off = p.head.cast::<i64>() * (DV * DK);
-        let mut s = load(
-            state + p.slot.cast::<i64>() * (HEADS * DV * DK) + head_off + elem,
-            smask,
-        );
-        let a_h = load(a + p.head, true);
-        let bias = load(dt_bias + p.head, true);
-        let d_h = load(d + p.head, true);
+        let elem = state_elems(&p);
+        let mut s = load(state + p.slot.cast::<i64>() * (HEADS * DV * DK) + elem, true);
         for t in range(0, n_drafts) {
             let tok = p.row * n_drafts + t;
-            let dtp = softplus(load(dt + tok * HEADS + p.head, true).cast::<f32>() + bias);
+            let dtp = softplus(load(dt + tok * HEADS + p.head, true).cast::<f32>() + load(dt_bias + p.head, true));
             let tk = token_inputs(&p, tok, dtp, x, bmat, cmat);
-            s = update(&tk, exp(dtp * a_h), s);
-            emit_output(&p, &tk, s, || d_h, z, out, HAS_Z);
+            s = update(&tk, exp(dtp * load(a + p.head, true)), s);
+            emit_output(&tk, s, || load(d + p.head, true), z, out, HAS_Z);
             let snap = load(snap_idx + tok, true).cast::<i64>();
-            store(state + snap * (HEADS * DV * DK) + head_off + elem, s, smask);
+            store(state + snap * (HEADS * DV * DK) + elem, s, true);
         }
     }
 }
