@@ -236,6 +236,46 @@ fn assignment_avoids_conversions_in_common_patterns() {
     assert_eq!(a.layout(a.natural(red).unwrap()), &x_layout.scatter_slice(1));
 }
 
+#[test]
+fn costly_elementwise_ops_are_computed_once() {
+    // A softplus of a small vector, broadcast into a [16, 8, 8] product: computed once in its
+    // own layout (and converted), not once per element of the product as a cheap op would be.
+    let k = trace(
+        "c",
+        vec![p("x", DType::Ptr(Elem::F32), 16), p("o", DType::Ptr(Elem::F32), 16)],
+        vec![],
+        4,
+        |a| {
+            let t = |i: usize| Tile::<Ptr<f32>>::from_value(a[i]);
+            let c = arange(8);
+            let sp = softplus(load(t(0) + c, true));
+            let ex = exp(load(t(0) + c, true));
+            let big = zeros::<f32>([16, 8, 8]) + 1.0;
+            let r = sum(
+                big * sp.expand_dims(0).expand_dims(0) * ex.expand_dims(0).expand_dims(0),
+                0,
+            );
+            store(t(1) + (arange(8) * 8).expand_dims(1) + c.expand_dims(0), r, true);
+        },
+    )
+    .unwrap();
+    let axis = AxisTable::analyze(&k);
+    let a = Assignment::new(&k, &axis);
+    let unary = |u: replay_dsl::ir::UnaryOp| find(&k, move |o| matches!(o, Op::Unary(x, _) if *x == u))[0];
+    assert_eq!(
+        a.kind(unary(replay_dsl::ir::UnaryOp::Softplus)),
+        Kind::Real,
+        "{}",
+        a.describe()
+    );
+    assert_eq!(
+        a.kind(unary(replay_dsl::ir::UnaryOp::Exp)),
+        Kind::Remat,
+        "{}",
+        a.describe()
+    );
+}
+
 /// The in-warp conversion plan reads, for every thread and target register, a source register
 /// and lane of the same warp holding the same element.
 #[test]

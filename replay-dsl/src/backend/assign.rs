@@ -6,7 +6,10 @@
 //!   (they take the natural layout of their first operand that has one);
 //! - **remat** values (constants, `arange`, splats, elementwise ops of remat values) have no
 //!   layout of their own: they are emitted at their definition once per layout their users
-//!   request (Triton's rematerialisation);
+//!   request (Triton's rematerialisation) — except the costly ones ([`costly`]: softplus,
+//!   sigmoid, silu, tanh), which are real in the default layout of their shape, so that a
+//!   `[T]` softplus broadcast into a `[H, R, T]` tile runs once per element of `[T]`, not of
+//!   the tile;
 //! - **views** (`broadcast`, `expand_dims`, `reshape`, `trans`) are free relabelings: a view in
 //!   layout `L` is its source in a translated layout, with no instructions.
 //!
@@ -35,7 +38,7 @@
 
 use super::axis::AxisTable;
 use super::layout::{Bit, Layout, LayoutId, LayoutTable};
-use crate::ir::{Block, DotPrecision, Inst, Kernel, Op, Value};
+use crate::ir::{Block, DotPrecision, Inst, Kernel, Op, UnaryOp, Value};
 use crate::types::{DType, Ty};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -87,6 +90,15 @@ pub const SMALL_LOAD_BYTES: usize = 2048;
 pub const MULTI_LAYOUT_LOAD_BYTES: usize = 1024;
 /// ... or of more than this many elements per thread.
 pub const MULTI_LAYOUT_LOAD_ELEMS: usize = 8;
+
+/// True for the elementwise ops too costly to recompute in every layout a user requests (tens of
+/// instructions, a division): computed once, in their own layout, and converted instead.
+fn costly(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(UnaryOp::Softplus | UnaryOp::Sigmoid | UnaryOp::Silu | UnaryOp::Tanh, _)
+    )
+}
 
 /// Bytes of one element of `dtype` in registers-to-memory terms (pointers are 8 bytes).
 pub fn dtype_bytes(dtype: DType) -> usize {
@@ -443,6 +455,12 @@ impl<'k> Assignment<'k> {
                         self.set_real(r, self.scalar);
                     } else if let Some(l) = inst.op.operands().into_iter().find_map(|v| self.natural(v)) {
                         let l = self.pref.get(&r).copied().unwrap_or(l);
+                        self.set_real(r, l);
+                    } else if costly(&inst.op) {
+                        let l = match self.pref.get(&r) {
+                            Some(l) => *l,
+                            None => self.default_layout(self.ty(r)),
+                        };
                         self.set_real(r, l);
                     } else {
                         self.kind[r.0 as usize] = Kind::Remat;

@@ -7,15 +7,6 @@ use replay_dsl::prelude::*;
 /// (extra columns masked), the `N` of a tensor-core tile.
 const MIN_DRAFT_COLUMNS: usize = 8;
 
-/// `t`, computed once in a layout of its own (a sum over a new axis of extent 1, exact): the
-/// layout pass recomputes elementwise ops of small loads (here a `softplus`) in every layout
-/// their users ask for, which for a tile broadcast into a larger one means once per element of
-/// that one.
-fn once(t: Tile<f32>) -> Tile<f32> {
-    let r = t.rank();
-    sum(t.expand_dims(r), r)
-}
-
 /// Verifies `n_drafts` (`1 ≤ n_drafts ≤ T`) draft tokens per row without materialising any state:
 /// `O = S_ckpt Q D + V (W ⊙ (Kᵀ Q))` plus `D x` (times `silu(z)` when `HAS_Z`), with
 /// `D = diag(γ_{0:h+s})`, `W_{js} = γ_{j+1:h+s}` for `j ≤ h+s` (else 0) and `V = [dt'_j x_j]`.
@@ -182,7 +173,7 @@ pub fn mamba2_verify(
             ring_dt + heads.expand_dims(1) + (pos * HEADS).expand_dims(0),
             hm & committed.expand_dims(0),
         );
-        let dt_d = once(softplus_dt(tok0 + s, live));
+        let dt_d = softplus_dt(tok0 + s, live);
         // The drafts' rows take their dt' from the columns (the diagonal; 0 on the other rows).
         let diag = (ii == ss).expand_dims(0);
         let dt_i = sum(select(diag, dt_d.expand_dims(1), 0.0), 2);
