@@ -56,7 +56,7 @@ profile() { # one launch of each SSM kernel per model under Nsight Compute, with
   [[ -f $XDG_CACHE_HOME/replay/tune-v1.json ]] && plans=
   for model in nemotron3-super-120b nemotron3-nano-4b; do
     for k in mamba2_decode_HEADS mamba2_replay_step mamba2_verify; do
-      name=$out/ncu-${model%%-*}-${model##*-}-${k%%_HEADS}
+      name=$out/ncu-$model-${k%%_HEADS}
       ncu --clock-control none -k regex:"$k" -s 2 -c 1 --import-source no -f -o "$name" \
         --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
         --section InstructionStats --section MemoryWorkloadAnalysis --section SchedulerStats \

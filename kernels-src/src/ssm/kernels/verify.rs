@@ -7,6 +7,16 @@ use replay_dsl::prelude::*;
 /// (extra columns masked), the `N` of a tensor-core tile.
 const MIN_DRAFT_COLUMNS: usize = 8;
 
+/// The slice of `t` (first axis: head lanes) at the lane where the one-hot `[HBP]` mask `lane`
+/// is set, as a select and a sum over the lanes (in registers when that axis is).
+fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
+    let mut m = lane;
+    for axis in 1..t.rank() {
+        m = m.expand_dims(axis);
+    }
+    sum(select(m, t, 0.0), 0)
+}
+
 /// Verifies `n_drafts` (`1 ≤ n_drafts ≤ T`) draft tokens per row without materialising any state:
 /// `O = S_ckpt Q D + V (W ⊙ (Kᵀ Q))` plus `D x` (times `silu(z)` when `HAS_Z`), with
 /// `D = diag(γ_{0:h+s})`, `W_{js} = γ_{j+1:h+s}` for `j ≤ h+s` (else 0) and `V = [dt'_j x_j]`.
@@ -203,8 +213,8 @@ pub fn mamba2_verify(
         let per_head = |hc: Tile<i32>, (st, x_rec): (Tile<f32>, Tile<bf16>)| {
             let head = head0 + hc;
             let lane = hh == hc;
-            let wkq = sum(select(lane.expand_dims(1).expand_dims(2), wt, 0.0), 0) * kq;
-            let gam_h = sum(select(lane.expand_dims(1), gam, 0.0), 0);
+            let wkq = head_lane(wt, lane) * kq;
+            let gam_h = head_lane(gam, lane);
             let d_h = load(d + head, true);
 
             let x_rec = x_rec.cast::<f32>(); // [nr, BV]
@@ -230,8 +240,8 @@ pub fn mamba2_verify(
                 // S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ (w is 0 on the drafts' rows).
                 // The keys and the checkpoint rows are loaded again (from L2) rather than kept
                 // live through the heads and the outputs (the rows in the product's layout).
-                let w_h = sum(select(lane.expand_dims(1), w, 0.0), 0);
-                let g_h = sum(select(lane, gam_c, 0.0), 0);
+                let w_h = head_lane(w, lane);
+                let g_h = head_lane(gam_c, lane);
                 let folded = dot_acc(
                     (x_rec * w_h.expand_dims(1)).trans(),
                     keys().cast::<f32>(),

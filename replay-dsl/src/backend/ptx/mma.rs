@@ -9,6 +9,8 @@
 //! from zero into a fresh fragment, which is then added to the accumulator with `add.rn.f32`:
 //! the truncation errors stay relative to one k-step's sum, and the mmas of consecutive k-steps
 //! do not wait on one another.
+//! When the result has fewer `m16n8` tiles than warps, the warps that would hold copies of it
+//! split K instead, and their partial sums meet in shared memory (`sum_k_groups`).
 
 use super::convert::{mem_bytes, mem_type};
 use super::regs::{f32_imm, Class, Reg};
