@@ -2,7 +2,7 @@
 //!
 //! The compiler of the replay tile language: a kernel body written in Rust (usually under
 //! `#[kernel]`) is *traced* into a tile IR ([`ir`]), optimised by [`passes`], lowered to PTX for
-//! sm_90a or sm_100a by [`ptx`], or executed on the CPU by [`interp`].
+//! sm_90a or sm_100a by [`backend::ptx`], or executed on the CPU by [`interp`].
 
 pub mod error;
 pub mod front;

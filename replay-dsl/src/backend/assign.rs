@@ -6,7 +6,7 @@
 //!   (they take the natural layout of their first operand that has one);
 //! - **remat** values (constants, `arange`, splats, elementwise ops of remat values) have no
 //!   layout of their own: they are emitted at their definition once per layout their users
-//!   request (Triton's rematerialisation) — except the costly ones ([`costly`]: softplus,
+//!   request (Triton's rematerialisation) — except the costly ones (`costly`: softplus,
 //!   sigmoid, silu, tanh), which are real in the default layout of their shape, so that a
 //!   `[T]` softplus broadcast into a `[H, R, T]` tile runs once per element of `[T]`, not of
 //!   the tile;
