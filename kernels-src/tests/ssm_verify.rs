@@ -24,6 +24,8 @@ struct Case {
     bv: usize,
     hb: usize,
     warps: u32,
+    /// Key columns per flush block (`FC`) of both kernels.
+    fc: usize,
     seed: u64,
 }
 
@@ -84,6 +86,7 @@ fn run(case: Case) {
         bv,
         hb,
         warps,
+        fc,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -116,7 +119,10 @@ fn run(case: Case) {
     let ring = Ring::new(&s, shape, &states, cap, initial_flush_flag(0, next_drafts(kinds[0]), l));
     let slot0 = ring.slot0_bits(&s, shape);
     let par = param_bufs(&s, &params);
-    let config = ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps);
+    let config = ReplayConfig {
+        fc,
+        ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
+    };
     let verify_k = config.verify(&dev);
     let step_k = config.step(&dev);
     let commit_k = commit_kernel(&dev, l, t_max, 8, 1);
@@ -249,6 +255,7 @@ fn speculative_window_4_drafts_3() {
         bv: 4,
         hb: 3,
         warps: 4,
+        fc: 32,
         seed: 11,
     });
 }
@@ -265,6 +272,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         bv: 8,
         hb: 1,
         warps: 4,
+        fc: 8,
         seed: 12,
     });
 }
@@ -281,6 +289,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         bv: 8,
         hb: 3,
         warps: 4,
+        fc: 4,
         seed: 13,
     });
 }
@@ -391,14 +400,14 @@ fn spec_baseline_case(shape: ModelShape, bv: usize, seed: u64) {
     }
 }
 
-/// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`) verifies
-/// correctly on the emulator or a GPU, where the tiles
+/// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`, `FC`)
+/// verifies correctly on the emulator or a GPU, where the tiles
 /// choose layouts, tensor-core plans and PTX; on the interpreter, one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    let fallback = vec![(16, 1, 4, ()), (32, 2, 8, ()), (64, 4, 4, ())];
-    let points = tuning_points(&[()], |_, _| true, fallback);
-    for (i, (bv, hb, warps, ())) in points.into_iter().enumerate() {
+    let fallback = vec![(16, 1, 4, 16), (32, 2, 8, 32), (64, 4, 4, 16)];
+    let points = tuning_points(&[16, 32], |_, _| true, fallback);
+    for (i, (bv, hb, warps, fc)) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 8,
@@ -409,6 +418,7 @@ fn every_tuning_point_matches_the_recurrence() {
             bv,
             hb,
             warps,
+            fc,
             seed: 200 + i as u64,
         });
     }

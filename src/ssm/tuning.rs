@@ -132,9 +132,9 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
 }
 
-/// Key columns per flush block of the replay step searched (`FC`) at `batch`: ptxas allocates
-/// registers for the larger of the step's two branches, and the fold's block sets its branch's
-/// count (tile by tile, either value can be the smaller one). Small batches keep the larger
+/// Key columns per flush block of the replay step and the verification searched (`FC`) at
+/// `batch`: ptxas allocates registers for the larger of a kernel's two branches, and the fold's
+/// block sets its branch's count (tile by tile, either value can be the smaller one). Small batches keep the larger
 /// block: their flush step is a latency chain, one fold per block, and the single-launch
 /// shortlist never times it (its rows are all non-flush).
 fn flush_column_values(batch: usize) -> Vec<i64> {
@@ -393,6 +393,7 @@ pub fn tune_verify_tiles(
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
+        .axis("FC", flush_column_values(batch))
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -412,7 +413,11 @@ pub fn tune_verify_tiles(
         .size("T", drafts as i64)
         .size("accepted", accepted as i64)
         .size("cycle", 1);
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * 2 * MIN_BLOCKS.len();
+    let points = bv_values_replay(shape).len()
+        * verify_hb_values(shape).len()
+        * 2
+        * MIN_BLOCKS.len()
+        * flush_column_values(batch).len();
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }

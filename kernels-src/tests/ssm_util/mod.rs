@@ -395,7 +395,7 @@ pub struct ReplayConfig {
     pub num_warps: u32,
     /// The replay step's `EARLY` (checkpoint load before the counters).
     pub early: bool,
-    /// The replay step's `FC` (key columns per flush block).
+    /// `FC` of both kernels (key columns per flush block).
     pub fc: usize,
 }
 
@@ -454,6 +454,7 @@ impl ReplayConfig {
                 HAS_Z: self.gated,
                 BV: self.bv,
                 HB: self.hb,
+                FC: self.fc,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -49,8 +49,8 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 ///
 /// If the row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]),
 /// the `h` committed records are then folded into each head's checkpoint rows (read again, from
-/// L2; the outputs used them as they were): `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ`
-/// as one `dot_acc`, written once. [`super::commit::mamba2_commit`] (with `after_verify = 1`) then
+/// L2; the outputs used them as they were): `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ`,
+/// one `dot_acc` per block of `FC` key columns (a tuning axis), each block written once. [`super::commit::mamba2_commit`] (with `after_verify = 1`) then
 /// moves `start` past the folded records and sets `h` to the accepted count. Padding rows
 /// (slot 0) do nothing.
 ///
@@ -84,10 +84,12 @@ pub fn mamba2_verify(
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 16)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
+    #[constexpr(default = 32)] FC: usize,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1 && T >= 1 && T <= L, "1 ≤ T ≤ L");
+    static_assert(FC.is_power_of_two(), "FC must be a power of two");
     let _ = (batch, slots);
     let hpg = HEADS / GROUPS;
     let cap = L + T;
@@ -218,7 +220,6 @@ pub fn mamba2_verify(
             let d_h = load(d + head, true);
 
             let x_rec = x_rec.cast::<f32>(); // [nr, BV]
-            let sptr = sptr_of(head);
 
             // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
             let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
@@ -236,18 +237,27 @@ pub fn mamba2_verify(
             store(ring_x + xoff(head, pos_d), x_s, omask);
 
             if flush {
-                // Fold the h committed records into the checkpoint rows, written once:
-                // S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ (w is 0 on the drafts' rows).
-                // The keys and the checkpoint rows are loaded again (from L2) rather than kept
-                // live through the heads and the outputs (the rows in the product's layout).
+                // Fold the h committed records into the checkpoint rows, FC key columns at a
+                // time, each block written once: S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ
+                // (w is 0 on the drafts' rows). Only a [BV, FC] block of the checkpoint (read
+                // again, from L2) and an [nr, FC] block of the keys are live, so the flush needs
+                // no more registers than the outputs: ptxas allocates for the larger, and every
+                // verification's occupancy pays for it.
                 let w_h = head_lane(w, lane);
                 let g_h = head_lane(gam_c, lane);
-                let folded = dot_acc(
-                    (x_rec * w_h.expand_dims(1)).trans(),
-                    keys().cast::<f32>(),
-                    g_h * load(sptr, vm),
-                );
-                store(sptr, folded, vm);
+                let wx = (x_rec * w_h.expand_dims(1)).trans();
+                let fc = DK.min(FC);
+                let cols = arange(fc);
+                for c in range(0, DK / fc) {
+                    let kc = c * fc + cols;
+                    let keys_c = load(
+                        ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0),
+                        committed.expand_dims(1),
+                    );
+                    let sptr_c = state + ((head * DV + v) * DK).expand_dims(1) + kc.expand_dims(0);
+                    let folded = dot_acc(wx, keys_c.cast::<f32>(), g_h * load(sptr_c, vm));
+                    store(sptr_c, folded, vm);
+                }
             }
         };
         for hc in range(0, HB as i32) {
