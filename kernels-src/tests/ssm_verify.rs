@@ -26,6 +26,8 @@ struct Case {
     warps: u32,
     /// Key columns per flush block (`FC`) of both kernels.
     fc: usize,
+    /// The decode steps' speculative ring loads (`SPEC` of the replay step).
+    spec: bool,
     seed: u64,
 }
 
@@ -87,6 +89,7 @@ fn run(case: Case) {
         hb,
         warps,
         fc,
+        spec,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -121,6 +124,7 @@ fn run(case: Case) {
     let par = param_bufs(&s, &params);
     let config = ReplayConfig {
         fc,
+        spec,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
@@ -256,6 +260,7 @@ fn speculative_window_4_drafts_3() {
         hb: 3,
         warps: 4,
         fc: 32,
+        spec: false,
         seed: 11,
     });
 }
@@ -273,6 +278,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         hb: 1,
         warps: 4,
         fc: 8,
+        spec: false,
         seed: 12,
     });
 }
@@ -290,6 +296,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         hb: 3,
         warps: 4,
         fc: 4,
+        spec: true,
         seed: 13,
     });
 }
@@ -419,6 +426,7 @@ fn every_tuning_point_matches_the_recurrence() {
             hb,
             warps,
             fc,
+            spec: i % 4 == 1,
             seed: 200 + i as u64,
         });
     }

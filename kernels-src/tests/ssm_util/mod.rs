@@ -395,12 +395,14 @@ pub struct ReplayConfig {
     pub num_warps: u32,
     /// The replay step's `EARLY` (checkpoint load before the counters).
     pub early: bool,
+    /// The replay step's `SPEC` (ring loads alongside the counters).
+    pub spec: bool,
     /// `FC` of both kernels (key columns per flush block).
     pub fc: usize,
 }
 
 impl ReplayConfig {
-    /// The tiles given, with the kernels' options (`EARLY`, `FC`) at their defaults.
+    /// The tiles given, with the kernels' options (`EARLY`, `SPEC`, `FC`) at their defaults.
     pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
         ReplayConfig {
             shape,
@@ -411,6 +413,7 @@ impl ReplayConfig {
             hb,
             num_warps,
             early: false,
+            spec: false,
             fc: 32,
         }
     }
@@ -431,6 +434,7 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 EARLY: self.early,
+                SPEC: self.spec,
                 FC: self.fc,
                 num_warps: self.num_warps,
                 min_blocks: 1,

@@ -22,13 +22,17 @@ pub struct Tiles {
     /// The replay step issues its checkpoint load before reading the counters (its `EARLY`;
     /// other kernels ignore it).
     pub early: bool,
-    /// Key columns per block of the replay step's flush (its `FC`; other kernels ignore it).
+    /// The replay step loads every ring position alongside the counters, not the window's
+    /// records after them (its `SPEC`; other kernels ignore it).
+    pub spec: bool,
+    /// Key columns per flush block of the replay step and the verification (their `FC`; other
+    /// kernels ignore it).
     pub flush_columns: usize,
 }
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
-    /// checkpoint load and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
+    /// checkpoint load, `spec` with speculative ring loads and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -36,12 +40,16 @@ impl Tiles {
             String::new()
         };
         let early = if self.early { " early" } else { "" };
+        let spec = if self.spec { " spec" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
             String::new()
         };
-        format!("BV={} HB={} w={}{hint}{early}{fc}", self.bv, self.hb, self.num_warps)
+        format!(
+            "BV={} HB={} w={}{hint}{early}{spec}{fc}",
+            self.bv, self.hb, self.num_warps
+        )
     }
 }
 
@@ -93,6 +101,7 @@ impl ReplayPlan {
             num_warps: 4,
             min_blocks: 1,
             early: false,
+            spec: false,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
         };
         ReplayPlan {
@@ -131,6 +140,7 @@ impl ConventionalPlan {
             num_warps: 4,
             min_blocks: 1,
             early: false,
+            spec: false,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
         };
         ConventionalPlan {
