@@ -28,6 +28,8 @@ struct Case {
     fc: usize,
     /// The decode steps' speculative ring loads (`SPEC` of the replay step).
     spec: bool,
+    /// The verification's `PREFETCH`.
+    prefetch: bool,
     seed: u64,
 }
 
@@ -90,6 +92,7 @@ fn run(case: Case) {
         warps,
         fc,
         spec,
+        prefetch,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -125,6 +128,7 @@ fn run(case: Case) {
     let config = ReplayConfig {
         fc,
         spec,
+        prefetch,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
@@ -261,6 +265,7 @@ fn speculative_window_4_drafts_3() {
         warps: 4,
         fc: 32,
         spec: false,
+        prefetch: true,
         seed: 11,
     });
 }
@@ -279,6 +284,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         warps: 4,
         fc: 8,
         spec: false,
+        prefetch: false,
         seed: 12,
     });
 }
@@ -297,6 +303,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         warps: 4,
         fc: 4,
         spec: true,
+        prefetch: true,
         seed: 13,
     });
 }
@@ -407,14 +414,14 @@ fn spec_baseline_case(shape: ModelShape, bv: usize, seed: u64) {
     }
 }
 
-/// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`, `FC`)
-/// verifies correctly on the emulator or a GPU, where the tiles
+/// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`, `FC`,
+/// `PREFETCH`) verifies correctly on the emulator or a GPU, where the tiles
 /// choose layouts, tensor-core plans and PTX; on the interpreter, one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    let fallback = vec![(16, 1, 4, 16), (32, 2, 8, 32), (64, 4, 4, 16)];
-    let points = tuning_points(&[16, 32], |_, _| true, fallback);
-    for (i, (bv, hb, warps, fc)) in points.into_iter().enumerate() {
+    let fallback = vec![(16, 1, 4, (16, false)), (32, 2, 8, (32, true)), (64, 4, 4, (16, true))];
+    let points = tuning_points(&[(16, false), (16, true), (32, false)], |_, _| true, fallback);
+    for (i, (bv, hb, warps, (fc, prefetch))) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 8,
@@ -427,6 +434,7 @@ fn every_tuning_point_matches_the_recurrence() {
             warps,
             fc,
             spec: i % 4 == 1,
+            prefetch,
             seed: 200 + i as u64,
         });
     }

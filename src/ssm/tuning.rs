@@ -132,9 +132,14 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
 }
 
-/// Key columns per flush block of the replay step and the verification searched (`FC`) at
-/// `batch`: ptxas allocates registers for the larger of a kernel's two branches, and the fold's
-/// block sets its branch's count (tile by tile, either value can be the smaller one). Small batches keep the larger
+/// Key columns per flush block of the verification (`FC`): the smaller block, since ptxas
+/// allocates registers for the larger of its two branches and every verification's occupancy
+/// pays for the flush's (one verification in `L / accepted`).
+const VERIFY_FLUSH_COLUMNS: usize = 16;
+
+/// Key columns per flush block of the replay step searched (`FC`) at `batch`: ptxas allocates
+/// registers for the larger of the step's two branches, and the fold's block sets its branch's
+/// count (tile by tile, either value can be the smaller one). Small batches keep the larger
 /// block: their flush step is a latency chain, one fold per block, and the single-launch
 /// shortlist never times it (its rows are all non-flush).
 fn flush_column_values(batch: usize) -> Vec<i64> {
@@ -206,6 +211,7 @@ fn tiles_of(values: &Values) -> Tiles {
         min_blocks: get("min_blocks", 1) as u32,
         early: get("EARLY", 0) != 0,
         spec: get("SPEC", 0) != 0,
+        prefetch: get("PREFETCH", 0) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
     }
 }
@@ -396,7 +402,8 @@ pub fn tune_verify_tiles(
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
-        .axis("FC", flush_column_values(batch))
+        .axis("FC", [VERIFY_FLUSH_COLUMNS as i64])
+        .axis("PREFETCH", [0, 1])
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -416,11 +423,7 @@ pub fn tune_verify_tiles(
         .size("T", drafts as i64)
         .size("accepted", accepted as i64)
         .size("cycle", 1);
-    let points = bv_values_replay(shape).len()
-        * verify_hb_values(shape).len()
-        * 2
-        * MIN_BLOCKS.len()
-        * flush_column_values(batch).len();
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * 2 * MIN_BLOCKS.len() * 2;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
@@ -583,6 +586,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("min_blocks", tiles.min_blocks as i64),
         ("EARLY", tiles.early as i64),
         ("SPEC", tiles.spec as i64),
+        ("PREFETCH", tiles.prefetch as i64),
         ("FC", tiles.flush_columns as i64),
     ]
     .into_iter()

@@ -397,12 +397,15 @@ pub struct ReplayConfig {
     pub early: bool,
     /// The replay step's `SPEC` (ring loads alongside the counters).
     pub spec: bool,
+    /// The verification's `PREFETCH` (the next head's loads first).
+    pub prefetch: bool,
     /// `FC` of both kernels (key columns per flush block).
     pub fc: usize,
 }
 
 impl ReplayConfig {
-    /// The tiles given, with the kernels' options (`EARLY`, `SPEC`, `FC`) at their defaults.
+    /// The tiles given, with the kernels' options (`EARLY`, `SPEC`, `PREFETCH`, `FC`) at their
+    /// defaults.
     pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
         ReplayConfig {
             shape,
@@ -414,6 +417,7 @@ impl ReplayConfig {
             num_warps,
             early: false,
             spec: false,
+            prefetch: false,
             fc: 32,
         }
     }
@@ -459,6 +463,7 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 FC: self.fc,
+                PREFETCH: self.prefetch,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -25,6 +25,9 @@ pub struct Tiles {
     /// The replay step loads every ring position alongside the counters, not the window's
     /// records after them (its `SPEC`; other kernels ignore it).
     pub spec: bool,
+    /// The verification issues the next head's loads before this head's products (its
+    /// `PREFETCH`; other kernels ignore it).
+    pub prefetch: bool,
     /// Key columns per flush block of the replay step and the verification (their `FC`; other
     /// kernels ignore it).
     pub flush_columns: usize,
@@ -32,7 +35,8 @@ pub struct Tiles {
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
-    /// checkpoint load, `spec` with speculative ring loads and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
+    /// checkpoint load, `spec` with speculative ring loads, `prefetch` with the next head's
+    /// loads first and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -41,13 +45,14 @@ impl Tiles {
         };
         let early = if self.early { " early" } else { "" };
         let spec = if self.spec { " spec" } else { "" };
+        let prefetch = if self.prefetch { " prefetch" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{spec}{fc}",
+            "BV={} HB={} w={}{hint}{early}{spec}{prefetch}{fc}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -102,6 +107,7 @@ impl ReplayPlan {
             min_blocks: 1,
             early: false,
             spec: false,
+            prefetch: false,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
         };
         ReplayPlan {
@@ -141,6 +147,7 @@ impl ConventionalPlan {
             min_blocks: 1,
             early: false,
             spec: false,
+            prefetch: false,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
         };
         ConventionalPlan {

@@ -45,7 +45,9 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 ///   `s'` in column `s` a running sum along the columns of the drafts `s' < s'' ≤ s`. No ratios
 ///   or differences of prefix sums.
 ///
-/// The heads run one after the other in a loop.
+/// The heads run one after the other in a loop, each head's loads issued before its products;
+/// with `PREFETCH` (a tuning axis) each iteration first issues the next head's loads, so that
+/// they are in flight while this head's products run (two heads' tiles live: more registers).
 ///
 /// If the row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]),
 /// the `h` committed records are then folded into each head's checkpoint rows (read again, from
@@ -85,6 +87,7 @@ pub fn mamba2_verify(
     #[constexpr(default = 16)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = 32)] FC: usize,
+    #[constexpr(default = false)] PREFETCH: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -158,13 +161,17 @@ pub fn mamba2_verify(
         let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
         let xoff_t = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
         let sptr_of = |head: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
-        // A head's big loads: the checkpoint rows [BV, DK] and the records' x of the value
-        // rows, [nr, BV].
-        let head_tiles = |head: Tile<i32>| {
-            let vmr = vmask.expand_dims(0);
+        // A head's loads (none where `m` is false), all issued before its products: the
+        // checkpoint rows [BV, DK], the records' x of the value rows [nr, BV], and the drafts'
+        // x and z [BV, tq] (z: the drafts' x again, unused, without HAS_Z).
+        let head_tiles = |head: Tile<i32>, m: Tile<bool>| {
+            let vmr = vmask.expand_dims(0) & m;
             let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
             let x_rec = load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft);
-            (load(sptr_of(head), vm), x_rec)
+            let xo = xoff(head, tok_s);
+            let x_s = load(x + xo, vm & m);
+            let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
+            (load(sptr_of(head), vm & m), x_rec, x_s, z_s)
         };
         // The per-head vectors of all HB heads at once, before the head loop, with the head
         // axis first (HB rounded up to a power of two, the extra lanes masked off).
@@ -173,6 +180,7 @@ pub fn mamba2_verify(
         let heads = head0 + hh;
         let hm = hmask.expand_dims(1);
         let a_hb = load(a + heads, hmask) * std::f32::consts::LOG2_E;
+        let d_hb = load(d + heads, hmask);
         let bias = load(dt_bias + heads, hmask).expand_dims(1);
         let softplus_dt = |tok: Tile<i32>, m: Tile<bool>| {
             let m = hm & m.expand_dims(0);
@@ -212,22 +220,21 @@ pub fn mamba2_verify(
         );
 
         // One head's outputs, records and flush, from its tiles; `hc` is its head lane.
-        let per_head = |hc: Tile<i32>, (st, x_rec): (Tile<f32>, Tile<bf16>)| {
+        let per_head = |hc: Tile<i32>, (st, x_rec, x_s, z_s): (Tile<f32>, Tile<bf16>, Tile<bf16>, Tile<bf16>)| {
             let head = head0 + hc;
             let lane = hh == hc;
             let wkq = head_lane(wt, lane) * kq;
             let gam_h = head_lane(gam, lane);
-            let d_h = load(d + head, true);
+            let d_h = head_lane(d_hb, lane);
 
             let x_rec = x_rec.cast::<f32>(); // [nr, BV]
 
             // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
             let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-            let x_s = load(x + xo, vm);
             let mut y = gam_h.expand_dims(0) * dot(st, q_t) + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
             if HAS_Z {
                 // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
-                let zf = load(z + xo, vm).cast::<f32>();
+                let zf = z_s.cast::<f32>();
                 let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
                 y = y * zf * (r * r);
             }
@@ -260,8 +267,19 @@ pub fn mamba2_verify(
                 }
             }
         };
-        for hc in range(0, HB as i32) {
-            per_head(hc, head_tiles(head0 + hc));
+        if PREFETCH {
+            // The next head's loads are issued before this head's products (two heads' tiles
+            // live: more registers).
+            let mut next = head_tiles(head0, full([], true));
+            for hc in range(0, HB as i32) {
+                let cur = next;
+                next = head_tiles(head0 + hc + 1, hc + 1 < HB as i32);
+                per_head(hc, cur);
+            }
+        } else {
+            for hc in range(0, HB as i32) {
+                per_head(hc, head_tiles(head0 + hc, full([], true)));
+            }
         }
         // The drafts' keys, by one program per group.
         let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
