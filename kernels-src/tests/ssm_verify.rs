@@ -30,6 +30,8 @@ struct Case {
     spec: bool,
     /// The verification's `PREFETCH`.
     prefetch: bool,
+    /// The verification's `SHARED_WEIGHTS`.
+    shared_weights: bool,
     seed: u64,
 }
 
@@ -93,6 +95,7 @@ fn run(case: Case) {
         fc,
         spec,
         prefetch,
+        shared_weights,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -129,6 +132,7 @@ fn run(case: Case) {
         fc,
         spec,
         prefetch,
+        shared_weights,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
@@ -266,6 +270,7 @@ fn speculative_window_4_drafts_3() {
         fc: 32,
         spec: false,
         prefetch: true,
+        shared_weights: false,
         seed: 11,
     });
 }
@@ -285,6 +290,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         fc: 8,
         spec: false,
         prefetch: false,
+        shared_weights: true,
         seed: 12,
     });
 }
@@ -304,6 +310,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         fc: 4,
         spec: true,
         prefetch: true,
+        shared_weights: false,
         seed: 13,
     });
 }
@@ -415,13 +422,18 @@ fn spec_baseline_case(shape: ModelShape, bv: usize, seed: u64) {
 }
 
 /// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`, `FC`,
-/// `PREFETCH`) verifies correctly on the emulator or a GPU, where the tiles
+/// `PREFETCH`, `SHARED_WEIGHTS`) verifies correctly on the emulator or a GPU, where the tiles
 /// choose layouts, tensor-core plans and PTX; on the interpreter, one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    let fallback = vec![(16, 1, 4, (16, false)), (32, 2, 8, (32, true)), (64, 4, 4, (16, true))];
-    let points = tuning_points(&[(16, false), (16, true), (32, false)], |_, _| true, fallback);
-    for (i, (bv, hb, warps, (fc, prefetch))) in points.into_iter().enumerate() {
+    let fallback = vec![
+        (16, 1, 4, (16, false, true)),
+        (32, 2, 8, (32, true, false)),
+        (64, 4, 4, (16, true, true)),
+    ];
+    let flags = [(16, false, true), (16, true, false), (32, false, false)];
+    let points = tuning_points(&flags, |_, _| true, fallback);
+    for (i, (bv, hb, warps, (fc, prefetch, shared_weights))) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 8,
@@ -435,6 +447,7 @@ fn every_tuning_point_matches_the_recurrence() {
             fc,
             spec: i % 4 == 1,
             prefetch,
+            shared_weights,
             seed: 200 + i as u64,
         });
     }

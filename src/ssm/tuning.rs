@@ -212,6 +212,7 @@ fn tiles_of(values: &Values) -> Tiles {
         early: get("EARLY", 0) != 0,
         spec: get("SPEC", 0) != 0,
         prefetch: get("PREFETCH", 0) != 0,
+        shared_weights: get("SHARED_WEIGHTS", 1) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
     }
 }
@@ -404,6 +405,7 @@ pub fn tune_verify_tiles(
         .axis("min_blocks", MIN_BLOCKS)
         .axis("FC", [VERIFY_FLUSH_COLUMNS as i64])
         .axis("PREFETCH", [0, 1])
+        .axis("SHARED_WEIGHTS", [0, 1])
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
     let mut problem =
@@ -423,7 +425,8 @@ pub fn tune_verify_tiles(
         .size("T", drafts as i64)
         .size("accepted", accepted as i64)
         .size("cycle", 1);
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * 2 * MIN_BLOCKS.len() * 2;
+    // × num_warps, PREFETCH, SHARED_WEIGHTS.
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * MIN_BLOCKS.len() * 8;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
@@ -587,6 +590,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("EARLY", tiles.early as i64),
         ("SPEC", tiles.spec as i64),
         ("PREFETCH", tiles.prefetch as i64),
+        ("SHARED_WEIGHTS", tiles.shared_weights as i64),
         ("FC", tiles.flush_columns as i64),
     ]
     .into_iter()

@@ -399,13 +399,15 @@ pub struct ReplayConfig {
     pub spec: bool,
     /// The verification's `PREFETCH` (the next head's loads first).
     pub prefetch: bool,
+    /// The verification's `SHARED_WEIGHTS` (all heads' weights at once).
+    pub shared_weights: bool,
     /// `FC` of both kernels (key columns per flush block).
     pub fc: usize,
 }
 
 impl ReplayConfig {
-    /// The tiles given, with the kernels' options (`EARLY`, `SPEC`, `PREFETCH`, `FC`) at their
-    /// defaults.
+    /// The tiles given, with the kernels' options (`EARLY`, `SPEC`, `PREFETCH`,
+    /// `SHARED_WEIGHTS`, `FC`) at their defaults.
     pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
         ReplayConfig {
             shape,
@@ -418,6 +420,7 @@ impl ReplayConfig {
             early: false,
             spec: false,
             prefetch: false,
+            shared_weights: true,
             fc: 32,
         }
     }
@@ -464,6 +467,7 @@ impl ReplayConfig {
                 HB: self.hb,
                 FC: self.fc,
                 PREFETCH: self.prefetch,
+                SHARED_WEIGHTS: self.shared_weights,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

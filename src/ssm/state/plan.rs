@@ -28,6 +28,9 @@ pub struct Tiles {
     /// The verification issues the next head's loads before this head's products (its
     /// `PREFETCH`; other kernels ignore it).
     pub prefetch: bool,
+    /// The verification computes the weights of all its heads once, not per head (its
+    /// `SHARED_WEIGHTS`; other kernels ignore it).
+    pub shared_weights: bool,
     /// Key columns per flush block of the replay step and the verification (their `FC`; other
     /// kernels ignore it).
     pub flush_columns: usize,
@@ -36,7 +39,7 @@ pub struct Tiles {
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
     /// checkpoint load, `spec` with speculative ring loads, `prefetch` with the next head's
-    /// loads first and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
+    /// loads first, `wph` with weights per head and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -46,13 +49,14 @@ impl Tiles {
         let early = if self.early { " early" } else { "" };
         let spec = if self.spec { " spec" } else { "" };
         let prefetch = if self.prefetch { " prefetch" } else { "" };
+        let wph = if self.shared_weights { "" } else { " wph" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{spec}{prefetch}{fc}",
+            "BV={} HB={} w={}{hint}{early}{spec}{prefetch}{wph}{fc}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -108,6 +112,7 @@ impl ReplayPlan {
             early: false,
             spec: false,
             prefetch: false,
+            shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
         };
         ReplayPlan {
@@ -148,6 +153,7 @@ impl ConventionalPlan {
             early: false,
             spec: false,
             prefetch: false,
+            shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
         };
         ConventionalPlan {

@@ -89,7 +89,7 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, gated, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch)
+                compile_layer_kernel!(mamba2_verify, device, shape, gated, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights)
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(

@@ -32,9 +32,11 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 ///   `Kᵀ Q = dot(K, Qᵀ)` `[nr, tq]`, shared by the heads.
 /// - **Once per program, for its `HB` heads** (a head axis first, `HB` rounded up to a power of
 ///   two, extra lanes masked): the records' and drafts' `dt'` (one `softplus` per draft), the
-///   decay sums, `γ_{0:h+s}` `[HB, tq]` and the weights `W` `[HB, nr, tq]` (the drafts' `dt'`
-///   appended to the ring by the programs with `vb = 0`).
-/// - **Per head**: its weights (a select and sum over the head axis) `⊙ Kᵀ Q` `[nr, tq]`;
+///   decay sums, `γ_{0:h+s}` `[HB, tq]` and, with `SHARED_WEIGHTS` (a tuning axis), the
+///   weights `W` `[HB, nr, tq]` (the drafts' `dt'` appended to the ring by the programs with
+///   `vb = 0`).
+/// - **Per head**: its weights (a select and sum over the head axis of `W`, or computed from
+///   the head's vectors without `SHARED_WEIGHTS`: fewer registers) `⊙ Kᵀ Q` `[nr, tq]`;
 ///   `S_ckpt Q = dot(S, Qᵀ)` and `V (W ⊙ Kᵀ Q) = dot(X, W ⊙ Kᵀ Q)` `[BV, tq]` with `X` the
 ///   records' `x` (loaded as `Xᵀ` `[nr, BV]`: contiguous value rows) and the records' `dt'`
 ///   folded into `W`; the outputs, and the drafts' `x` appended to the ring at positions
@@ -88,6 +90,7 @@ pub fn mamba2_verify(
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = 32)] FC: usize,
     #[constexpr(default = false)] PREFETCH: bool,
+    #[constexpr(default = true)] SHARED_WEIGHTS: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -205,13 +208,28 @@ pub fn mamba2_verify(
         // γ_{0:h+s} [HB, tq]: the checkpoint's decay up to draft s; γ_{0:h-1} [HB] for the flush.
         let gam = exp2(a2 * (c_all.expand_dims(1) + cs));
         let gam_c = exp2(a_hb * c_all);
-        // Record row i in column s [HB, nr, tq]: committed γ_{h:h+s} w_j; draft s' ≤ s
-        // γ_{h+s'+1:h+s} dt'_{h+s'}. The exponents are running sums along the columns: of every
-        // draft for the committed rows, of the drafts after s' for draft row s'.
+        // Record row i in column s [nr, tq]: committed γ_{h:h+s} w_j; draft s' ≤ s
+        // γ_{h+s'+1:h+s} dt'_{h+s'} (`fac` [HB, nr]: w_j or dt'_{h+s'}). The exponents are
+        // running sums along the columns: of every draft for the committed rows, of the drafts
+        // after s' for draft row s'. Of the heads with lanes `lane` (`[HB, nr, tq]` for all of
+        // them, `[nr, tq]` for one).
+        let fac = select(is_draft.expand_dims(0), dt_i, w);
         let summed = committed.expand_dims(1) | after_row;
-        let expo = cumsum(select(summed.expand_dims(0), dt_d.expand_dims(1), 0.0), 2);
-        let fac = select(is_draft.expand_dims(0), dt_i, w).expand_dims(2);
-        let wt = select(weighs.expand_dims(0), exp2(a2.expand_dims(2) * expo) * fac, 0.0);
+        let weights = |lane: Option<Tile<bool>>| match lane {
+            None => {
+                let expo = cumsum(select(summed.expand_dims(0), dt_d.expand_dims(1), 0.0), 2);
+                let decay = exp2(a2.expand_dims(2) * expo);
+                select(weighs.expand_dims(0), decay * fac.expand_dims(2), 0.0)
+            }
+            Some(l) => {
+                let expo = cumsum(select(summed, head_lane(dt_d, l).expand_dims(0), 0.0), 1);
+                let decay = exp2(head_lane(a_hb, l) * expo);
+                select(weighs, decay * head_lane(fac, l).expand_dims(1), 0.0)
+            }
+        };
+        // SHARED_WEIGHTS: the weights of all HB heads at once, before the head loop (more
+        // registers held through it); else each head's in its iteration.
+        let wt = SHARED_WEIGHTS.then(|| weights(None));
         // The drafts' dt' appended at ring positions start + h + s (by the programs with vb = 0).
         store(
             ring_dt + heads.expand_dims(1) + (pos_d * HEADS).expand_dims(0),
@@ -223,7 +241,11 @@ pub fn mamba2_verify(
         let per_head = |hc: Tile<i32>, (st, x_rec, x_s, z_s): (Tile<f32>, Tile<bf16>, Tile<bf16>, Tile<bf16>)| {
             let head = head0 + hc;
             let lane = hh == hc;
-            let wkq = head_lane(wt, lane) * kq;
+            let wt_h = match wt {
+                Some(wt) => head_lane(wt, lane),
+                None => weights(Some(lane)),
+            };
+            let wkq = wt_h * kq;
             let gam_h = head_lane(gam, lane);
             let d_h = head_lane(d_hb, lane);
 
