@@ -16,7 +16,7 @@ pub struct ParamSpec {
 }
 
 /// A kernel's constexpr configuration: named integer values (bools as 0/1), plus `num_warps`.
-pub trait ConfigValues: Sized + Clone + Debug {
+pub trait ConfigValues: Sized + Clone + Debug + Send + Sync {
     /// `(name, value)` for every constexpr, in declaration order, then `("num_warps", n)`.
     fn values(&self) -> Vec<(&'static str, i64)>;
     /// Builds a configuration from named values; missing names take their declared defaults,

@@ -17,6 +17,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use replay_dsl::{ConfigValues, DType, Elem, KernelDef, Specialization};
 use std::sync::Arc;
 
+/// The most threads compiling and loading candidates at once.
+const PRELOAD_THREADS: usize = 16;
+
 /// A scalar argument value given for tuning.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ScalarArg {
@@ -297,6 +300,28 @@ impl Autotuner {
         Some((rec.best.clone()?, rec.clone()))
     }
 
+    /// Compiles and loads the candidates `configs` on several threads (on a GPU, where the
+    /// driver's compilation of the PTX dominates a tuning's time); the device caches the loaded
+    /// modules, so the timing loop finds them. Errors are left for that loop to report.
+    fn preload<K: KernelDef>(&self, configs: &[K::Config], spec: &Specialization) {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(PRELOAD_THREADS);
+        if self.device.backend() != crate::Backend::Cuda || threads < 2 || configs.len() < 2 {
+            return;
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    while let Some(c) = configs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                        let _ = self.device.load::<K>(c, spec);
+                    }
+                });
+            }
+        });
+    }
+
     /// Tunes kernel `K` over `space` for `problem`: the fastest configuration whose output
     /// matches the first correct candidate's, from the cache when there (see [`TuneMode`]).
     pub fn tune<K: KernelDef>(
@@ -464,6 +489,7 @@ impl Autotuner {
                 outcome: Outcome::Pruned { reason: r.clone() },
             })
             .collect();
+        self.preload::<K>(&cands.valid, &spec);
         let bar = self.progress_bar(K::NAME, cands.valid.len());
         let mut reference: Option<Vec<f64>> = None;
         for c in &cands.valid {
