@@ -43,7 +43,6 @@ struct Case {
     bv: usize,
     hb: usize,
     early: bool,
-    spec: bool,
     fc: usize,
     warps: u32,
     seed: u64,
@@ -57,7 +56,6 @@ fn run(case: Case) {
         bv,
         hb,
         early,
-        spec,
         fc,
         warps,
         seed,
@@ -85,7 +83,6 @@ fn run(case: Case) {
 
     let config = ReplayConfig {
         early,
-        spec,
         fc,
         ..ReplayConfig::new(shape, l, 0, gated, bv, hb, warps)
     };
@@ -202,7 +199,6 @@ fn window_1_is_conventional_decoding() {
         bv: 8,
         hb: 3,
         early: false,
-        spec: true,
         fc: 32,
         warps: 4,
         seed: 1,
@@ -218,7 +214,6 @@ fn window_4_without_gate_two_value_blocks() {
         bv: 4,
         hb: 3,
         early: false,
-        spec: false,
         fc: 32,
         warps: 4,
         seed: 2,
@@ -234,7 +229,6 @@ fn window_16_one_head_per_program() {
         bv: 8,
         hb: 1,
         early: true,
-        spec: true,
         fc: 32,
         warps: 4,
         seed: 3,
@@ -250,7 +244,6 @@ fn window_32_without_gate() {
         bv: 8,
         hb: 3,
         early: false,
-        spec: false,
         fc: 32,
         warps: 4,
         seed: 4,
@@ -266,7 +259,6 @@ fn window_4_masked_value_blocks() {
         bv: 4,
         hb: 2,
         early: true,
-        spec: true,
         fc: 32,
         warps: 4,
         seed: 5,
@@ -282,7 +274,6 @@ fn window_4_flush_in_several_key_blocks() {
         bv: 8,
         hb: 2,
         early: false,
-        spec: false,
         fc: 16,
         warps: 4,
         seed: 6,
@@ -290,26 +281,15 @@ fn window_4_flush_in_several_key_blocks() {
 }
 
 /// Every point of the tuner's replay-step search space (`BV`, `HB`, `num_warps`, `EARLY`,
-/// `SPEC`, `FC`; `min_blocks` only caps registers) decodes correctly on the emulator or a GPU,
-/// where the tiles choose layouts and PTX; on the interpreter, where they only change the
-/// trace, one point per axis value.
+/// `FC`; `min_blocks` only caps registers) decodes correctly on the emulator or a GPU, where
+/// the tiles choose layouts and PTX; on the interpreter, where they only change the trace,
+/// one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    let flags = [
-        (false, false, 16),
-        (false, false, 32),
-        (true, false, 16),
-        (true, false, 32),
-        (false, true, 32),
-        (true, true, 32),
-    ];
-    let fallback = vec![
-        (16, 1, 4, (false, false, 16)),
-        (32, 2, 8, (true, true, 32)),
-        (64, 4, 4, (false, true, 32)),
-    ];
+    let flags = [(false, 16), (false, 32), (true, 16), (true, 32)];
+    let fallback = vec![(16, 1, 4, (false, 16)), (32, 2, 8, (true, 32)), (64, 4, 4, (true, 16))];
     let points = tuning_points(&flags, |_, _| true, fallback);
-    for (i, (bv, hb, warps, (early, spec, fc))) in points.into_iter().enumerate() {
+    for (i, (bv, hb, warps, (early, fc))) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 4,
@@ -317,7 +297,6 @@ fn every_tuning_point_matches_the_recurrence() {
             bv,
             hb,
             early,
-            spec,
             fc,
             warps,
             seed: 100 + i as u64,

@@ -26,8 +26,6 @@ struct Case {
     warps: u32,
     /// Key columns per flush block (`FC`) of both kernels.
     fc: usize,
-    /// The decode steps' speculative ring loads (`SPEC` of the replay step).
-    spec: bool,
     /// The verification's `PREFETCH`.
     prefetch: bool,
     /// The verification's `SHARED_WEIGHTS`.
@@ -93,7 +91,6 @@ fn run(case: Case) {
         hb,
         warps,
         fc,
-        spec,
         prefetch,
         shared_weights,
         seed,
@@ -130,7 +127,6 @@ fn run(case: Case) {
     let par = param_bufs(&s, &params);
     let config = ReplayConfig {
         fc,
-        spec,
         prefetch,
         shared_weights,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -268,7 +264,6 @@ fn speculative_window_4_drafts_3() {
         hb: 3,
         warps: 4,
         fc: 32,
-        spec: false,
         prefetch: true,
         shared_weights: false,
         seed: 11,
@@ -288,7 +283,6 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         hb: 1,
         warps: 4,
         fc: 8,
-        spec: false,
         prefetch: false,
         shared_weights: true,
         seed: 12,
@@ -308,7 +302,6 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         hb: 3,
         warps: 4,
         fc: 4,
-        spec: true,
         prefetch: true,
         shared_weights: false,
         seed: 13,
@@ -445,7 +438,6 @@ fn every_tuning_point_matches_the_recurrence() {
             hb,
             warps,
             fc,
-            spec: i % 4 == 1,
             prefetch,
             shared_weights,
             seed: 200 + i as u64,

@@ -210,7 +210,6 @@ fn tiles_of(values: &Values) -> Tiles {
         num_warps: get("num_warps", 4) as u32,
         min_blocks: get("min_blocks", 1) as u32,
         early: get("EARLY", 0) != 0,
-        spec: get("SPEC", 0) != 0,
         prefetch: get("PREFETCH", 0) != 0,
         shared_weights: get("SHARED_WEIGHTS", 1) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
@@ -351,7 +350,6 @@ pub fn tune_replay_tiles(
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
         .axis("EARLY", early_values(batch))
-        .axis("SPEC", early_values(batch))
         .axis("FC", flush_column_values(batch))
         .register_limit();
     let (heads, dv) = (shape.heads, shape.dv);
@@ -374,7 +372,6 @@ pub fn tune_replay_tiles(
         * hb_values(shape).len()
         * 2
         * MIN_BLOCKS.len()
-        * early_values(batch).len()
         * early_values(batch).len()
         * flush_column_values(batch).len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
@@ -588,7 +585,6 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("num_warps", tiles.num_warps as i64),
         ("min_blocks", tiles.min_blocks as i64),
         ("EARLY", tiles.early as i64),
-        ("SPEC", tiles.spec as i64),
         ("PREFETCH", tiles.prefetch as i64),
         ("SHARED_WEIGHTS", tiles.shared_weights as i64),
         ("FC", tiles.flush_columns as i64),

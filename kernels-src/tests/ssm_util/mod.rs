@@ -395,8 +395,6 @@ pub struct ReplayConfig {
     pub num_warps: u32,
     /// The replay step's `EARLY` (checkpoint load before the counters).
     pub early: bool,
-    /// The replay step's `SPEC` (ring loads alongside the counters).
-    pub spec: bool,
     /// The verification's `PREFETCH` (the next head's loads first).
     pub prefetch: bool,
     /// The verification's `SHARED_WEIGHTS` (all heads' weights at once).
@@ -406,8 +404,8 @@ pub struct ReplayConfig {
 }
 
 impl ReplayConfig {
-    /// The tiles given, with the kernels' options (`EARLY`, `SPEC`, `PREFETCH`,
-    /// `SHARED_WEIGHTS`, `FC`) at their defaults.
+    /// The tiles given, with the kernels' options (`EARLY`, `PREFETCH`, `SHARED_WEIGHTS`, `FC`)
+    /// at their defaults.
     pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
         ReplayConfig {
             shape,
@@ -418,7 +416,6 @@ impl ReplayConfig {
             hb,
             num_warps,
             early: false,
-            spec: false,
             prefetch: false,
             shared_weights: true,
             fc: 32,

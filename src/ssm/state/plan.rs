@@ -22,9 +22,6 @@ pub struct Tiles {
     /// The replay step issues its checkpoint load before reading the counters (its `EARLY`;
     /// other kernels ignore it).
     pub early: bool,
-    /// The replay step loads every ring position alongside the counters, not the window's
-    /// records after them (its `SPEC`; other kernels ignore it).
-    pub spec: bool,
     /// The verification issues the next head's loads before this head's products (its
     /// `PREFETCH`; other kernels ignore it).
     pub prefetch: bool,
@@ -38,8 +35,7 @@ pub struct Tiles {
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
-    /// checkpoint load, `spec` with speculative ring loads, `prefetch` with the next head's
-    /// loads first, `wph` with weights per head and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
+    /// checkpoint load, `prefetch` with the next head's loads first, `wph` with weights per head and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -47,7 +43,6 @@ impl Tiles {
             String::new()
         };
         let early = if self.early { " early" } else { "" };
-        let spec = if self.spec { " spec" } else { "" };
         let prefetch = if self.prefetch { " prefetch" } else { "" };
         let wph = if self.shared_weights { "" } else { " wph" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
@@ -56,7 +51,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{spec}{prefetch}{wph}{fc}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{fc}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -110,7 +105,6 @@ impl ReplayPlan {
             num_warps: 4,
             min_blocks: 1,
             early: false,
-            spec: false,
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
@@ -151,7 +145,6 @@ impl ConventionalPlan {
             num_warps: 4,
             min_blocks: 1,
             early: false,
-            spec: false,
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,

@@ -4,21 +4,6 @@ use super::commit::advance_counters;
 use super::record_rows;
 use replay_dsl::prelude::*;
 
-/// Ring records at `ptr` of the tile rows `rows`, zero elsewhere: a load masked by `rows`, or
-/// with `spec` a load of the rows `loadable` (which must not depend on the counters, so that
-/// the load need not wait for them) whose rows outside `rows` are then zeroed (they may hold
-/// anything, even NaNs).
-fn ring_rows<T: Scalar>(spec: bool, ptr: Tile<Ptr<T>>, rows: Tile<bool>, loadable: Tile<bool>) -> Tile<T>
-where
-    f32: Operand<T>,
-{
-    if spec {
-        select(rows, load(ptr, loadable), 0.0f32)
-    } else {
-        load(ptr, rows)
-    }
-}
-
 /// One standard decode step of the replay form for every row of the batch.
 ///
 /// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (all in one group `g`) and
@@ -87,7 +72,6 @@ pub fn mamba2_replay_step(
     #[constexpr(default = 16)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = false)] EARLY: bool,
-    #[constexpr(default = false)] SPEC: bool,
     #[constexpr(default = 32)] FC: usize,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
@@ -96,8 +80,7 @@ pub fn mamba2_replay_step(
     static_assert(FC.is_power_of_two(), "FC must be a power of two");
     let hpg = HEADS / GROUPS;
     let cap = L + T;
-    // SPEC holds every ring position twice (virtual positions `u < 2·cap`, see below).
-    let nr = record_rows(if SPEC { 2 * cap } else { cap });
+    let nr = record_rows(cap);
 
     let row = program_id(0);
     let head0 = program_id(1) * HB;
@@ -129,26 +112,11 @@ pub fn mamba2_replay_step(
         let ring_dt = rec_dt + slot64 * (cap * HEADS);
         let ring_x = rec_x + slot64 * (cap * HEADS * DV);
         let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
-        // Tile row i holds record j = h - i (row 0: this step's record); with SPEC, virtual
-        // position u = 2·cap - 1 - i, ring position u % cap, which holds record j = u - start
-        // when start ≤ u ≤ start + h (start < cap and h < cap: no wrap), so the rows and their
-        // addresses do not depend on the counters and the ring loads need not wait for them.
-        // Either way the rows run newest first.
+        // Tile row i holds record j = h - i (row 0: this step's record).
         let i = arange(nr);
-        // `loadable`: the rows the non-flush ring loads read (with SPEC, every real position).
-        let (pos, in_ring, current, loadable) = if SPEC {
-            let u = (2 * cap) as i32 - 1 - i;
-            let j = u - start;
-            (
-                (u + cap as i32) % cap as i32,
-                (j >= 0) & (j < h),
-                (j == h).expand_dims(1),
-                u >= 0,
-            )
-        } else {
-            let in_ring = (i <= h) & (i >= 1);
-            ((start + h - i + cap) % cap, in_ring, (i == 0).expand_dims(1), in_ring)
-        };
+        let current = (i == 0).expand_dims(1);
+        let in_ring = (i <= h) & (i >= 1);
+        let pos = (start + h - i + cap) % cap;
         let pos_cur = (start + h) % cap;
 
         // Per head (columns): dt' of every record, newest first (0 past the window); the
@@ -156,11 +124,9 @@ pub fn mamba2_replay_step(
         // rows above; γ = γ_{0:h}.
         let a_h = load(a + heads, hmask);
         let dt_cur = softplus(load(dt + row * HEADS + heads, hmask).cast::<f32>() + load(dt_bias + heads, hmask));
-        let dt_ring = ring_rows(
-            SPEC,
+        let dt_ring = load(
             ring_dt + (pos * HEADS + head0).expand_dims(1) + hh.expand_dims(0),
             in_ring.expand_dims(1) & hmask.expand_dims(0),
-            loadable.expand_dims(1) & hmask.expand_dims(0),
         );
         let dt_rec = select(current, dt_cur.expand_dims(0), dt_ring);
         let w = exp(a_h.expand_dims(0) * cumsum_exclusive(dt_rec, 0)) * dt_rec;
@@ -169,11 +135,9 @@ pub fn mamba2_replay_step(
         // The group's keys (ring and this step's B) and query, and k_j · q once per program.
         let q = load(cmat + (row * GROUPS + g) * DK + kk, true);
         let k_cur = load(bmat + (row * GROUPS + g) * DK + kk, true);
-        let k_ring = ring_rows(
-            SPEC,
+        let k_ring = load(
             ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
             in_ring.expand_dims(1),
-            loadable.expand_dims(1),
         );
         let keys = select(current, k_cur.expand_dims(0), k_ring);
         let qf = q.cast::<f32>();
@@ -192,26 +156,17 @@ pub fn mamba2_replay_step(
             }
         };
 
-        // The records' x of the non-flush branch, [nr, HB, BV] (with SPEC, before the branch).
-        let load_x_ring = || {
-            let rows = |m: Tile<bool>| m.expand_dims(1).expand_dims(2) & xmask.expand_dims(0);
-            ring_rows(
-                SPEC,
-                ring_x
-                    + (pos * (HEADS * DV)).expand_dims(1).expand_dims(2)
-                    + (heads * DV).expand_dims(0).expand_dims(2)
-                    + v.expand_dims(0).expand_dims(0),
-                rows(in_ring),
-                rows(loadable),
-            )
-        };
-        let x_ring_early = SPEC.then(load_x_ring);
-
         if !flush {
             // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x, for all HB heads at once: every
             // load of the step is issued before the first reduction.
             let s = early.unwrap_or_else(load_state);
-            let x_ring = x_ring_early.unwrap_or_else(load_x_ring);
+            let x_ring = load(
+                ring_x
+                    + (pos * (HEADS * DV)).expand_dims(1).expand_dims(2)
+                    + (heads * DV).expand_dims(0).expand_dims(2)
+                    + v.expand_dims(0).expand_dims(0),
+                in_ring.expand_dims(1).expand_dims(2) & xmask.expand_dims(0),
+            );
             let coef = w * kq.expand_dims(1); // [nr, HB]; row 0 is this step's record
             let y_ring = sum(x_ring.cast::<f32>() * coef.expand_dims(2), 0);
             let sq = sum(s * qf.expand_dims(0).expand_dims(0), 2);
