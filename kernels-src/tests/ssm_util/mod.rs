@@ -438,7 +438,6 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 EARLY: self.early,
-                SPEC: self.spec,
                 FC: self.fc,
                 num_warps: self.num_warps,
                 min_blocks: 1,
