@@ -431,26 +431,6 @@ impl Launch<'_> {
                         Err(e) => return Err(self.mem_err(ctaid, t, pc, space_name(space), at, len, e)),
                     }
                 }
-                Op::CpAsync { bytes, dst, src } => {
-                    let from = rd(regs, src.base).wrapping_add(src.offset as u64);
-                    let to = rd(regs, dst.base).wrapping_add(dst.offset as u64);
-                    // As on the GPU, both addresses must be aligned to the copy's size.
-                    for (space, at) in [("global", from), ("shared", to)] {
-                        if at % bytes as u64 != 0 {
-                            let e = format!("cp.async of {bytes} bytes at a misaligned address");
-                            return Err(self.mem_err(ctaid, t, pc, space, at, bytes, e));
-                        }
-                    }
-                    let data = match global.slice(from, bytes) {
-                        Ok(m) => m.to_vec(),
-                        Err(e) => return Err(self.mem_err(ctaid, t, pc, "global", from, bytes, e)),
-                    };
-                    match shared.slice(to, bytes) {
-                        Ok(m) => m.copy_from_slice(&data),
-                        Err(e) => return Err(self.mem_err(ctaid, t, pc, "shared", to, bytes, e)),
-                    }
-                }
-                Op::CpAsyncFence => {}
                 Op::Atom { op, d, addr, b, c } => {
                     let at = rd(regs, addr.base).wrapping_add(addr.offset as u64);
                     let len = match op {

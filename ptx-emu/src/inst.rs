@@ -460,12 +460,6 @@ pub enum Op {
         s: [Src; 4],
         addr: Addr,
     },
-    /// `cp.async.{ca,cg}.shared.global [dst], [src], bytes`: run at once (the copy is complete
-    /// before the next instruction, which is one valid order of an asynchronous copy).
-    CpAsync { bytes: u32, dst: Addr, src: Addr },
-    /// `cp.async.commit_group` and `cp.async.wait_{all,group}`: nothing to do, the copies are
-    /// already complete.
-    CpAsyncFence,
     /// `atom.global d, [addr], b` (`cas`: `d, [addr], b, c`).
     Atom {
         op: AtomOp,

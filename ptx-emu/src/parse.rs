@@ -665,7 +665,6 @@ impl Body<'_> {
             }
             "ld" => self.ld(p),
             "st" => self.st(p),
-            "cp" => self.cp_async(p),
             "atom" => self.atom(p),
             "bra" => {
                 p.want(1)?;
@@ -1092,34 +1091,6 @@ impl Body<'_> {
             return Err(p.err("sign-extending loads are not supported"));
         }
         Ok((space, n, bytes))
-    }
-
-    /// `cp.async.{ca,cg}.shared{::cta}.global [dst], [src], bytes` (4, 8 or 16 bytes; `.cg`
-    /// 16 only), `cp.async.commit_group`, `cp.async.wait_all`, `cp.async.wait_group n`.
-    fn cp_async(&self, p: &Parts) -> Result<Op, EmuError> {
-        match p.mods.as_slice() {
-            ["async", "commit_group"] | ["async", "wait_all"] => {
-                p.want(0)?;
-                Ok(Op::CpAsyncFence)
-            }
-            ["async", "wait_group"] => {
-                p.want(1)?;
-                Ok(Op::CpAsyncFence)
-            }
-            ["async", cache @ ("ca" | "cg"), "shared" | "shared::cta", "global"] => {
-                p.want(3)?;
-                let bytes = parse_imm(p.ops[2]).ok_or_else(|| p.err("cp.async size must be an immediate"))?;
-                if !matches!((*cache, bytes), ("ca", 4 | 8 | 16) | ("cg", 16)) {
-                    return Err(p.err(format!("cp.async.{cache} cannot copy {bytes} bytes")));
-                }
-                Ok(Op::CpAsync {
-                    bytes: bytes as u32,
-                    dst: self.addr(p, p.ops[0])?,
-                    src: self.addr(p, p.ops[1])?,
-                })
-            }
-            _ => Err(p.unknown()),
-        }
     }
 
     fn ld(&self, p: &Parts) -> Result<Op, EmuError> {

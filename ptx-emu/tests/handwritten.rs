@@ -341,35 +341,3 @@ fn per_line_counts_follow_the_control_flow() {
         stats.per_line.iter().map(|(_, n)| n).sum::<u64>()
     );
 }
-
-/// `cp.async` copies global to shared memory (16, 8 and 4 bytes, guarded), the commit and wait
-/// instructions parse, and a misaligned copy is an error, as on the GPU.
-#[test]
-fn cp_async_copies_to_shared_and_checks_alignment() {
-    // Lane l copies words 4l..4l+3 (16 bytes), then lanes < 16 copy words 128+2l.. (8 bytes)
-    // and lane 0 word 160 (4 bytes); every lane reads its 16 bytes back from shared memory.
-    let body = "\tmul.wide.u32 %rd3, %r0, 16;\n\tadd.s64 %rd4, %rd1, %rd3;\n\
-                \tmov.u32 %r1, smem;\n\tmad.lo.u32 %r2, %r0, 16, %r1;\n\
-                \tcp.async.cg.shared.global [%r2], [%rd4], 16;\n\
-                \tsetp.lt.u32 %p1, %r0, 16;\n\tmul.wide.u32 %rd5, %r0, 8;\n\tadd.s64 %rd6, %rd1, %rd5;\n\
-                \tmad.lo.u32 %r3, %r0, 8, %r1;\n\
-                \t@%p1 cp.async.ca.shared.global [%r3+512], [%rd6+512], 8;\n\
-                \tsetp.eq.u32 %p2, %r0, 0;\n\t@%p2 cp.async.ca.shared.global [%r1+640], [%rd1+640], 4;\n\
-                \tcp.async.commit_group;\n\tcp.async.wait_group 0;\n\tcp.async.wait_all;\n\tbar.sync 0;\n\
-                \tld.shared.v4.f32 {%f1, %f2, %f3, %f4}, [%r2];\n";
-    let words: Vec<u32> = (0..161u32).map(|i| i * 7 + 1).collect();
-    let out = run(&(body.to_string() + &store_d()), 656, bytes_of(&words), 512).unwrap();
-    assert_eq!(u32s(&out), words[..128]);
-    let tail =
-        "\tld.shared.v2.f32 {%f1, %f2}, [%r3+512];\n\tld.shared.f32 %f3, [%r1+640];\n\tmov.f32 %f4, 0f00000000;\n";
-    let out = run(&(body.to_string() + tail + &store_d()), 1024, bytes_of(&words), 512).unwrap();
-    for (l, w) in u32s(&out).chunks(4).enumerate() {
-        if l < 16 {
-            assert_eq!([w[0], w[1]], [words[128 + 2 * l], words[129 + 2 * l]], "lane {l}");
-        }
-        assert_eq!(w[2], words[160], "lane {l}");
-    }
-    let misaligned = "\tmov.u32 %r1, smem;\n\tcp.async.cg.shared.global [%r1], [%rd1+4], 16;\n";
-    let err = run(misaligned, 16, vec![0; 64], 4).unwrap_err().to_string();
-    assert!(err.contains("misaligned"), "{err}");
-}

@@ -198,17 +198,3 @@ fn verification_shapes_use_mma() {
         }
     }
 }
-
-#[test]
-fn loaded_operands_are_copied_asynchronously() {
-    // Both operands plain loads used once: copied to shared memory by `cp.async` (16-byte
-    // vectors), no staging stores of them, one wait before the fragments.
-    let p = &ptx(case(64, 8, 64, 4, Operands::F32, false))[0];
-    assert!(p.contains(".shared .align 16 .b8 replay_smem_async["), "{p}");
-    assert!(p.contains("cp.async.cg.shared.global"), "{p}");
-    assert_eq!(p.matches("cp.async.wait_all").count(), 1, "{p}");
-    assert!(!p.contains("st.shared"), "an operand was staged from registers\n{p}");
-    // A cast operand is staged from registers (as its 16-bit source); the plain load is copied.
-    let p = &ptx(case(64, 8, 128, 4, Operands::F32Bf16Cast, false))[0];
-    assert!(p.contains("cp.async") && p.contains("st.shared"), "{p}");
-}

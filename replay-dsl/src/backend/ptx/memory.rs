@@ -45,7 +45,7 @@ impl Emitter<'_> {
     }
 
     /// The vector width (elements) of an access in layout `l` through `ptr` under `mask`.
-    pub(super) fn access_width(&self, l: LayoutId, ptr: Value, mask: Option<Value>, s: usize) -> usize {
+    fn access_width(&self, l: LayoutId, ptr: Value, mask: Option<Value>, s: usize) -> usize {
         if s == 1 {
             return 1;
         }

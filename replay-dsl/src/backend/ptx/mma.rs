@@ -74,42 +74,11 @@ impl Emitter<'_> {
         };
         let (round_a, round_b) = (rounding(self, a, p.a), rounding(self, b, p.b));
         let (split_a, split_b) = (round_a == Tf32Words::Split, round_b == Tf32Words::Split);
-        // Operands copied asynchronously are in their own regions already (see `async_copy`);
-        // the others are staged from registers.
-        let (async_a, async_b) = (self.async_ops.get(&a).copied(), self.async_ops.get(&b).copied());
-        let racc = self.get(acc, lc)?;
-        // B is staged after A, or at 0 when A is not staged.
-        let b_base = if async_a.is_some() { 0 } else { p.b_base };
-        let staged_bytes = match (async_a, async_b) {
-            (None, None) => p.bytes,
-            (None, Some(_)) => p.b_base,
-            (Some(_), None) => p.bytes - p.b_base,
-            (Some(_), Some(_)) => 0,
-        };
-        if staged_bytes > 0 {
-            self.smem_begin(staged_bytes);
-        }
-        if async_a.is_none() {
-            let ra = self.get(va, la)?;
-            self.stage(&ra, DType::Val(p.a.elem), la, 0, p.a.pitch);
-        }
-        if async_b.is_none() {
-            let rb = self.get(vb, lb)?;
-            self.stage(&rb, DType::Val(p.b.elem), lb, b_base, p.b.pitch);
-        }
-        if async_a.is_some() || async_b.is_some() {
-            emit!(self, "cp.async.wait_all");
-        }
+        let (ra, rb, racc) = (self.get(va, la)?, self.get(vb, lb)?, self.get(acc, lc)?);
+        self.smem_begin(p.bytes);
+        self.stage(&ra, DType::Val(p.a.elem), la, 0, p.a.pitch);
+        self.stage(&rb, DType::Val(p.b.elem), lb, p.b_base, p.b.pitch);
         emit!(self, "bar.sync 0");
-        // The operands' bases: (address register, byte offset).
-        let at_a = match async_a {
-            Some(op) => (self.async_base(), op.offset),
-            None => (self.smem_base(), 0),
-        };
-        let at_b = match async_b {
-            Some(op) => (self.async_base(), op.offset),
-            None => (self.smem_base(), b_base),
-        };
 
         // The m16n8 tiles of this thread: every 4 registers, by their register coordinates.
         let layout = self.asg.layout(lc).clone();
@@ -140,19 +109,19 @@ impl Emitter<'_> {
         let (pa, pb) = match p.kind {
             MmaKind::Tf32 => {
                 let ar = [lane_bits(2..5, 0), warp(0)].concat();
-                let pa = self.frag_addr(at_a, &ar, &lane_bits(0..2, 0), p.a.pitch, sa);
+                let pa = self.frag_addr(0, &ar, &lane_bits(0..2, 0), p.a.pitch, sa);
                 let bc = [lane_bits(2..5, 0), warp(1)].concat();
-                let pb = self.frag_addr(at_b, &lane_bits(0..2, 0), &bc, p.b.pitch, sb);
+                let pb = self.frag_addr(p.b_base, &lane_bits(0..2, 0), &bc, p.b.pitch, sb);
                 (pa, pb)
             }
             MmaKind::Bf16 | MmaKind::F16 => {
                 let ar = [lane_bits(0..4, 0), warp(0)].concat();
-                let pa = self.frag_addr(at_a, &ar, &[(4, 3)], p.a.pitch, sa);
+                let pa = self.frag_addr(0, &ar, &[(4, 3)], p.a.pitch, sa);
                 let mut bc = warp(1);
                 if let Some(d) = pair {
                     bc.push((4, d.trailing_zeros()));
                 }
-                let pb = self.frag_addr(at_b, &lane_bits(0..4, 0), &bc, p.b.pitch, sb);
+                let pb = self.frag_addr(p.b_base, &lane_bits(0..4, 0), &bc, p.b.pitch, sb);
                 (pa, pb)
             }
         };
@@ -339,10 +308,9 @@ impl Emitter<'_> {
         }
     }
 
-    /// `at.0 + at.1 + (row · pitch + col) · s` (a shared array's address and a byte offset)
-    /// where `row` and `col` gather thread-id bits.
-    fn frag_addr(&mut self, at: (Reg, usize), row: &[(u32, u32)], col: &[(u32, u32)], pitch: usize, s: usize) -> Reg {
-        let (sm, base) = at;
+    /// `smem + base + (row · pitch + col) · s` where `row` and `col` gather thread-id bits.
+    fn frag_addr(&mut self, base: usize, row: &[(u32, u32)], col: &[(u32, u32)], pitch: usize, s: usize) -> Reg {
+        let sm = self.smem_base();
         let (tr, tc) = (self.gather(row), self.gather(col));
         let addr = self.reg(Class::B32);
         match tr {

@@ -17,7 +17,6 @@ macro_rules! emit {
 }
 
 mod affine;
-mod async_copy;
 mod cast;
 mod control;
 mod convert;
@@ -68,12 +67,6 @@ pub struct Emitter<'k> {
     offsets: HashMap<Reg, affine::Affine>,
     /// Base registers derived in the current op (see `affine`).
     bases: HashMap<affine::BaseKey, Reg>,
-    /// Dot operands loaded by asynchronous copies, and their regions (see `async_copy`).
-    async_ops: HashMap<Value, async_copy::AsyncOperand>,
-    /// Bytes of the regions of `async_ops`.
-    async_bytes: usize,
-    /// The base address of those regions, once emitted.
-    async_base: Option<Reg>,
 }
 
 /// The result of emitting a kernel.
@@ -84,42 +77,13 @@ pub struct Emitted {
     pub shared_bytes: u32,
 }
 
-/// Emits the PTX module for `kernel` with the given layout assignment: dot operands copied
-/// asynchronously where possible, or, if their regions would not fit in shared memory with the
-/// rest, without.
+/// Emits the PTX module for `kernel` with the given layout assignment.
 pub fn emit_kernel<'k>(
     kernel: &'k Kernel,
     asg: Assignment<'k>,
     axis: &'k AxisTable,
     target: Target,
 ) -> Result<Emitted, CompileError> {
-    let e = emit_body(kernel, asg, axis, target, true)?;
-    let e = if e.async_bytes > 0 && e.shared_total() > super::smem::LIMIT {
-        emit_body(kernel, Assignment::new(kernel, axis), axis, target, false)?
-    } else {
-        e
-    };
-    if e.shared_total() > super::smem::LIMIT {
-        return Err(e.err(
-            "shared memory",
-            ErrorKind::Unsupported(format!(
-                "needs {} bytes of shared memory (at most {})",
-                e.shared_total(),
-                super::smem::LIMIT
-            )),
-        ));
-    }
-    Ok(e.finish())
-}
-
-/// Walks the kernel once (with asynchronous dot operands if `async_copies`).
-fn emit_body<'k>(
-    kernel: &'k Kernel,
-    asg: Assignment<'k>,
-    axis: &'k AxisTable,
-    target: Target,
-    async_copies: bool,
-) -> Result<Emitter<'k>, CompileError> {
     let mut e = Emitter {
         k: kernel,
         asg,
@@ -139,23 +103,22 @@ fn emit_body<'k>(
         yield_to: Vec::new(),
         offsets: HashMap::new(),
         bases: HashMap::new(),
-        async_ops: HashMap::new(),
-        async_bytes: 0,
-        async_base: None,
     };
-    if async_copies {
-        e.async_bytes = e.plan_async_operands();
-    }
     e.block(&kernel.body)?;
-    Ok(e)
+    if e.smem.bytes() > super::smem::LIMIT {
+        return Err(e.err(
+            "shared memory",
+            ErrorKind::Unsupported(format!(
+                "needs {} bytes of shared memory (at most {})",
+                e.smem.bytes(),
+                super::smem::LIMIT
+            )),
+        ));
+    }
+    Ok(e.finish())
 }
 
 impl<'k> Emitter<'k> {
-    /// Bytes of static shared memory: the shared scratch and the asynchronous operands.
-    fn shared_total(&self) -> usize {
-        self.smem.bytes().div_ceil(16) * 16 + self.async_bytes
-    }
-
     fn finish(self) -> Emitted {
         let name = self.k.entry_name();
         let mut s = String::with_capacity(self.body.len() + self.prologue.len() + 4096);
@@ -170,14 +133,6 @@ impl<'k> Emitter<'k> {
         let shared = self.smem.bytes().div_ceil(16) * 16;
         if shared > 0 {
             let _ = writeln!(s, ".shared .align 16 .b8 {SMEM}[{shared}];\n");
-        }
-        if self.async_bytes > 0 {
-            let _ = writeln!(
-                s,
-                ".shared .align 16 .b8 {}[{}];\n",
-                async_copy::SMEM_ASYNC,
-                self.async_bytes
-            );
         }
         let params: Vec<String> = self
             .k
@@ -205,7 +160,7 @@ impl<'k> Emitter<'k> {
         s.push_str("\tret;\n}\n");
         Emitted {
             ptx: s,
-            shared_bytes: self.shared_total() as u32,
+            shared_bytes: shared as u32,
         }
     }
 
@@ -305,11 +260,6 @@ impl<'k> Emitter<'k> {
             Op::If { .. } => return self.emit_if(inst),
             Op::Yield(vs) => return self.emit_yield(vs),
             Op::Store { ptr, value, mask } => return self.store(*ptr, *value, *mask),
-            Op::Load { ptr, mask, .. } if self.async_ops.contains_key(&inst.results[0]) => {
-                let r = inst.results[0];
-                let l = self.load_layout(r).expect("an asynchronous load has one layout");
-                return self.load_async(r, l, *ptr, *mask, self.async_ops[&r]);
-            }
             _ => {}
         }
         let r = inst.results[0];
