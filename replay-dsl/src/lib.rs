@@ -36,3 +36,7 @@ pub mod passes;
 pub use compile::{compile, Compiled, Target};
 pub mod host;
 pub mod interp;
+
+/// A fingerprint of this compiler's sources (16 hex digits): what a kernel compiles to depends on
+/// it, so tuning results are keyed on it as well as on the kernel's source.
+pub const COMPILER_FINGERPRINT: &str = env!("REPLAY_DSL_FINGERPRINT");

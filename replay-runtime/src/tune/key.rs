@@ -1,5 +1,5 @@
-//! Tuning-cache keys: (kernel, hash of its source, GPU name + compute capability + driver,
-//! shape bucket). The same inputs always give the same key string.
+//! Tuning-cache keys: (kernel, hash of its source and of the compiler's, GPU name + compute
+//! capability + driver, shape bucket). The same inputs always give the same key string.
 
 use crate::driver::device::DeviceInfo;
 use serde::{Deserialize, Serialize};
@@ -26,7 +26,8 @@ pub fn bucket(n: i64) -> u64 {
 pub struct TuneKey {
     /// Kernel (or scheme) name.
     pub kernel: String,
-    /// [`source_hash`] of its source: editing the kernel invalidates old results.
+    /// [`source_hash`] of its source and [`replay_dsl::COMPILER_FINGERPRINT`]: editing the
+    /// kernel or the compiler invalidates old results.
     pub source_hash: String,
     /// GPU name.
     pub gpu: String,
@@ -46,7 +47,7 @@ impl TuneKey {
         shape.sort();
         TuneKey {
             kernel: kernel.to_string(),
-            source_hash: source_hash(source),
+            source_hash: source_hash(&format!("{source}\n{}", replay_dsl::COMPILER_FINGERPRINT)),
             gpu: device.name.clone(),
             cc: device.compute_capability,
             driver: device.driver_version,
@@ -99,10 +100,10 @@ mod tests {
         let b = TuneKey::new("add", "fn add() {}", &info(), &[("m", 4), ("n", 1024)]);
         assert_eq!(a, b);
         assert_eq!(a.to_string(), b.to_string());
-        assert_eq!(
-            a.to_string(),
-            format!("add|{}|NVIDIA H200|sm90|drv13.0|m=4,n=1024", source_hash("fn add() {}"))
-        );
+        // The kernel's source and the compiler's fingerprint, hashed together.
+        let hash = source_hash(&format!("fn add() {{}}\n{}", replay_dsl::COMPILER_FINGERPRINT));
+        assert_eq!(a.to_string(), format!("add|{hash}|NVIDIA H200|sm90|drv13.0|m=4,n=1024"));
+        assert_eq!(replay_dsl::COMPILER_FINGERPRINT.len(), 16);
         // The hash is fixed forever (cache files depend on it).
         assert_eq!(source_hash(""), "e3b0c44298fc1c14");
     }
