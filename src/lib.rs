@@ -8,7 +8,7 @@
 //!   shapes, fixed configurations, inputs and float64 expectations;
 //! - [`harness`]: runs one problem instance on a device (fresh random inputs, poisoned
 //!   outputs, launch, read back) and compares it with the expectation;
-//! - [`check`], [`bench`], [`tune`]: the three measuring commands;
+//! - [`check`], [`bench`](mod@bench), [`tune`]: the three measuring commands;
 //! - [`table`]: plain-text tables;
 //! - [`ssm`]: ReplaySSM decoding: the Mamba-2 decode state managers, their tuning, `bench-ssm`
 //!   and the `decode` demo.

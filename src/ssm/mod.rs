@@ -7,7 +7,7 @@
 //! - [`admit`]: the device kernel that puts a sequence into a slot.
 //! - [`tuning`]: tile shapes from the kernels' search spaces and the window `L` from the
 //!   amortised time of a whole window (scheme API), candidates around `L*`.
-//! - [`bench`]: `replay bench-ssm`, the table, JSON and plot.
+//! - [`bench`](mod@bench): `replay bench-ssm`, the table, JSON and plot.
 //! - [`demo`]: `replay decode`, the main command.
 
 pub mod admit;

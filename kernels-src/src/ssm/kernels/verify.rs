@@ -5,7 +5,7 @@ use replay_dsl::prelude::*;
 
 /// Fewest draft columns of the verification's matrix products: `T` is padded up to this many
 /// (extra columns masked), the `N` of a tensor-core tile.
-const MIN_DRAFT_COLUMNS: usize = 8;
+pub const MIN_DRAFT_COLUMNS: usize = 8;
 
 /// The slice of `t` (first axis: head lanes) at the lane where the one-hot `[HBP]` mask `lane`
 /// is set, as a select and a sum over the lanes (in registers when that axis is).
