@@ -35,7 +35,8 @@ pub struct Tiles {
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
-    /// checkpoint load, `prefetch` with the next head's loads first, `wph` with weights per head and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
+    /// checkpoint load, `prefetch` with the next head's loads first, `wph` with weights per
+    /// head and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)

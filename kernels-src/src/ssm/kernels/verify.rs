@@ -54,8 +54,9 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 /// If the row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]),
 /// the `h` committed records are then folded into each head's checkpoint rows (read again, from
 /// L2; the outputs used them as they were): `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ`,
-/// one `dot_acc` per block of `FC` key columns (a tuning axis), each block written once. [`super::commit::mamba2_commit`] (with `after_verify = 1`) then
-/// moves `start` past the folded records and sets `h` to the accepted count. Padding rows
+/// one `dot_acc` per block of `FC` key columns (a tuning axis), each block written once.
+/// [`super::commit::mamba2_commit`] (with `after_verify = 1`) then moves `start` past the
+/// folded records and sets `h` to the accepted count. Padding rows
 /// (slot 0) do nothing.
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it), so `h + n ≤ L + T` records fit the tile.
@@ -135,18 +136,18 @@ pub fn mamba2_verify(
         let pos_d = wrap(start + h + s);
         let kk = arange(DK);
 
-        // The group's keys of the records [nr, DK], its queries Qᵀ [DK, tq] and Kᵀ Q [nr, tq].
-        let krow =
-            |base: Tile<Ptr<bf16>>, r: Tile<i32>| base + (r * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0);
-        let keys = || {
-            let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
-            load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft)
+        // Key columns `cols` of the group's rows `r` in a [tokens, GROUPS, DK] buffer.
+        let krow = |base: Tile<Ptr<bf16>>, r: Tile<i32>, cols: Tile<i32>| {
+            base + (r * GROUPS + g).expand_dims(1) * DK + cols.expand_dims(0)
         };
+        // The group's queries Qᵀ [DK, tq], keys of the records [nr, DK] and Kᵀ Q [nr, tq].
         let q_bf = load(
             cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + kk.expand_dims(1),
             true,
         );
-        let kq = dot(keys(), q_bf); // bf16 products are exact in f32
+        let k_draft = load(krow(bmat, tok0 + i, kk), draft_row.expand_dims(1));
+        let keys = load_or(krow(ring_b, pos, kk), committed.expand_dims(1), k_draft);
+        let kq = dot(keys, q_bf); // bf16 products are exact in f32
         let q_t = q_bf.cast::<f32>();
 
         // Which record rows weigh on which draft column: the committed ones on all, draft s' on
@@ -163,7 +164,9 @@ pub fn mamba2_verify(
         // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
         let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
         let xoff_t = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
-        let sptr_of = |head: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
+        // A head's checkpoint rows, key columns `cols`.
+        let sptr_of =
+            |head: Tile<i32>, cols: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + cols.expand_dims(0);
         // A head's loads (none where `m` is false), all issued before its products: the
         // checkpoint rows [BV, DK], the records' x of the value rows [nr, BV], and the drafts'
         // x and z [BV, tq] (z: the drafts' x again, unused, without HAS_Z).
@@ -174,7 +177,7 @@ pub fn mamba2_verify(
             let xo = xoff(head, tok_s);
             let x_s = load(x + xo, vm & m);
             let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
-            (load(sptr_of(head), vm & m), x_rec, x_s, z_s)
+            (load(sptr_of(head, kk), vm & m), x_rec, x_s, z_s)
         };
         // The per-head vectors of all HB heads at once, before the head loop, with the head
         // axis first (HB rounded up to a power of two, the extra lanes masked off).
@@ -279,11 +282,8 @@ pub fn mamba2_verify(
                 let cols = arange(fc);
                 for c in range(0, DK / fc) {
                     let kc = c * fc + cols;
-                    let keys_c = load(
-                        ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0),
-                        committed.expand_dims(1),
-                    );
-                    let sptr_c = state + ((head * DV + v) * DK).expand_dims(1) + kc.expand_dims(0);
+                    let keys_c = load(krow(ring_b, pos, kc), committed.expand_dims(1));
+                    let sptr_c = sptr_of(head, kc);
                     let folded = dot_acc(wx, keys_c.cast::<f32>(), g_h * load(sptr_c, vm));
                     store(sptr_c, folded, vm);
                 }
@@ -305,6 +305,6 @@ pub fn mamba2_verify(
         }
         // The drafts' keys, by one program per group.
         let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
-        store(krow(ring_b, pos_d), load(krow(bmat, tok0 + s), bmask), bmask);
+        store(krow(ring_b, pos_d, kk), load(krow(bmat, tok0 + s, kk), bmask), bmask);
     }
 }
