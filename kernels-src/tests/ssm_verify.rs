@@ -132,6 +132,7 @@ fn run(case: Case) {
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
+    let fold_k = config.fold(&dev);
     let step_k = config.step(&dev);
     let commit_k = commit_kernel(&dev, l, t_max, 8, 1);
     let per_tok = shape.heads * shape.dv;
@@ -167,6 +168,11 @@ fn run(case: Case) {
                     ArgValue::I32(n as i32),
                 ]);
                 launch(&verify_k, &s, grid, &args);
+                // The pre-flush, for the rows whose flag is set.
+                let mut fold_args = vec![arg(&par[0]), arg(&slot_idx)];
+                fold_args.extend(ring.args());
+                fold_args.extend([ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
+                launch(&fold_k, &s, grid, &fold_args);
                 let want = truth_verify(&params, &truth, &slots, &drafts, n);
                 check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, n * per_tok);
                 if let Some(rc) = rc.as_mut() {

@@ -132,11 +132,6 @@ fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
 }
 
-/// Key columns per flush block of the verification (`FC`): the smaller block, since ptxas
-/// allocates registers for the larger of its two branches and every verification's occupancy
-/// pays for the flush's (one verification in `L / accepted`).
-const VERIFY_FLUSH_COLUMNS: usize = 16;
-
 /// Key columns per flush block of the replay step searched (`FC`) at `batch`: ptxas allocates
 /// registers for the larger of the step's two branches, and the fold's block sets its branch's
 /// count (tile by tile, either value can be the smaller one). Small batches keep the larger
@@ -400,7 +395,6 @@ pub fn tune_verify_tiles(
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
-        .axis("FC", [VERIFY_FLUSH_COLUMNS as i64])
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .register_limit();

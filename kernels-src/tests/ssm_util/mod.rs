@@ -6,6 +6,7 @@
 use half::{bf16, f16};
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
+use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::spec_baseline::mamba2_spec_baseline;
 use replay_kernels::ssm::kernels::verify::mamba2_verify;
@@ -461,9 +462,30 @@ impl ReplayConfig {
                 HAS_Z: self.gated,
                 BV: self.bv,
                 HB: self.hb,
-                FC: self.fc,
                 PREFETCH: self.prefetch,
                 SHARED_WEIGHTS: self.shared_weights,
+                num_warps: self.num_warps,
+                min_blocks: 1,
+            },
+        )
+        .unwrap()
+    }
+
+    /// `mamba2_fold` compiled with this configuration's `L`, `T`, tiles and `FC`.
+    pub fn fold(self, dev: &Device) -> CompiledKernel<mamba2_fold::Kernel> {
+        let s = self.shape;
+        mamba2_fold::Kernel::compile(
+            dev,
+            mamba2_fold::Config {
+                HEADS: s.heads,
+                GROUPS: s.groups,
+                DK: s.dk,
+                DV: s.dv,
+                L: self.l,
+                T: self.t,
+                BV: self.bv,
+                HB: self.hb,
+                FC: self.fc,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -61,7 +61,8 @@ pub struct LayerCore {
     /// Slots of the manager's state buffer (sequence slots, then any snapshot slots).
     pub(super) state_slots: usize,
     table: SlotTable,
-    weights: Mamba2Weights,
+    /// `A`, `D`, `dt_bias` on the device.
+    pub(super) weights: Mamba2Weights,
     /// Row → slot `[batch]`.
     pub(super) slot_idx: DeviceBuffer<i32>,
     admit_k: AdmitKernel,

@@ -7,6 +7,7 @@ use super::plan::{Next, ReplayPlan};
 use super::{DecodeLayer, Result};
 use half::bf16;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_FLUSH, META_H, META_START, META_WORDS};
@@ -58,6 +59,8 @@ pub struct Mamba2ReplayState {
     pub accepted: DeviceBuffer<i32>,
     step_k: CompiledKernel<mamba2_replay_step::Kernel>,
     verify_k: Option<CompiledKernel<mamba2_verify::Kernel>>,
+    /// The verification's pre-flush (with `verify_k`).
+    fold_k: Option<CompiledKernel<mamba2_fold::Kernel>>,
     commit_k: CompiledKernel<mamba2_commit::Kernel>,
 }
 
@@ -89,7 +92,29 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, gated, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights)
+                compile_layer_kernel!(mamba2_verify, device, shape, gated, tiles, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights)
+            })
+            .transpose()?;
+        // The fold takes the verification's tiles (BV, HB, warps) and its FC.
+        let fold_k = (t > 0)
+            .then(|| {
+                let tiles = plan.verify;
+                mamba2_fold::Kernel::compile(
+                    device,
+                    mamba2_fold::Config {
+                        HEADS: h,
+                        GROUPS: g,
+                        DK: dk,
+                        DV: dv,
+                        L: l,
+                        T: t,
+                        BV: tiles.bv,
+                        HB: tiles.hb,
+                        FC: tiles.flush_columns,
+                        num_warps: tiles.num_warps,
+                        min_blocks: tiles.min_blocks,
+                    },
+                )
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(
@@ -117,6 +142,7 @@ impl Mamba2ReplayState {
             accepted: DeviceBuffer::zeros(stream, batch)?,
             step_k,
             verify_k,
+            fold_k,
             commit_k,
         })
     }
@@ -187,6 +213,20 @@ impl Mamba2ReplayState {
         a
     }
 
+    fn fold_args(&self) -> Vec<ArgValue<'_>> {
+        vec![
+            buf(&self.core.weights.a),
+            buf(&self.core.slot_idx),
+            buf(self.meta()),
+            buf(&self.ckpt),
+            buf(&self.rec_dt),
+            buf(&self.rec_x),
+            buf(&self.rec_b),
+            ArgValue::I32(self.core.batch as i32),
+            ArgValue::I32(self.core.state_slots as i32),
+        ]
+    }
+
     fn commit_args(&self, after_verify: bool, next: Next) -> Vec<ArgValue<'_>> {
         vec![
             buf(&self.core.slot_idx),
@@ -235,7 +275,11 @@ impl Mamba2ReplayState {
         }
         self.check_io(io, n)?;
         let grid = self.core.grid(self.plan.verify.hb, self.plan.verify.bv);
-        go(k, stream, grid, &self.verify_args(io, n))
+        go(k, stream, grid, &self.verify_args(io, n))?;
+        if let Some(f) = &self.fold_k {
+            go(f, stream, grid, &self.fold_args())?;
+        }
+        Ok(())
     }
 
     /// Commits a verification: `h ← h + accepted[row]` (read from [`Self::accepted`] in device
@@ -255,6 +299,9 @@ impl Mamba2ReplayState {
     pub fn prepare_verify(&self, io: &StepIo, n: usize) -> Result<()> {
         if let Some(k) = &self.verify_k {
             preload(k, &self.verify_args(io, n))?;
+        }
+        if let Some(f) = &self.fold_k {
+            preload(f, &self.fold_args())?;
         }
         preload(&self.step_k, &self.step_args(io, Next::Verify(n)))?;
         preload(&self.commit_k, &self.commit_args(true, Next::Verify(n)))

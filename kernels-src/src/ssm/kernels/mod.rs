@@ -6,7 +6,8 @@
 //! | [`decode::mamba2_decode`] | conventional step, fp32 state: read `S`, `S ← αS + v kᵀ`, `y = S q + D x` (· silu z), write `S` | `(batch, HEADS·DV/BV, 1)` |
 //! | [`decode::mamba2_decode_f16`] | the same on an fp16 state, written with stochastic rounding (`SR`) or round-to-nearest | `(batch, HEADS·DV/BV, 1)` |
 //! | [`replay::mamba2_replay_step`] | one replay decode step for the batch: non-flush rows read the checkpoint and the ring and append the step's record; flush rows fold the window into the checkpoint; the advanced counters go to the second counter buffer | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
-//! | [`verify::mamba2_verify`] | output-only verification of `n_drafts ≤ T` drafts, with the pre-flush of the committed records when the flag says so | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
+//! | [`verify::mamba2_verify`] | output-only verification of `n_drafts ≤ T` drafts (the checkpoint read, never written) | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
+//! | [`fold::mamba2_fold`] | a verification's pre-flush: the committed records of the rows whose flag is set folded into their checkpoints | `(batch, HEADS/HB, ⌈DV/BV⌉)` |
 //! | [`commit::mamba2_commit`] | after a verification: advances `h` by the accepted counts (in place) and computes the next flush flags | `⌈batch/BLOCK⌉` |
 //! | [`spec_baseline::mamba2_spec_baseline`] | conventional speculative decoding: one state snapshot written per draft | `(batch, HEADS·DV/BV, 1)` |
 //!
@@ -69,8 +70,8 @@
 //!   padding rows write nothing. Every layer of the step reads the same current buffer and
 //!   writes the same values to the other, so the layers of a model may share both. After the
 //!   step (all layers) the other buffer becomes current.
-//! - **Verification** — [`verify::mamba2_verify`] per layer reads the current buffer; after
-//!   the sampler, **one** [`commit::mamba2_commit`] for the whole model (`after_verify = 1`,
+//! - **Verification** — [`verify::mamba2_verify`] then [`fold::mamba2_fold`] per layer read
+//!   the current buffer (the fold acts on the rows whose flag says so); after the sampler, **one** [`commit::mamba2_commit`] for the whole model (`after_verify = 1`,
 //!   the accepted counts in device memory) advances the current buffer in place and sets the
 //!   flags for the next step's kind. Which buffer is current does not change.
 //! - Admitting a sequence writes its counters into the current buffer; nothing needs the
@@ -91,6 +92,7 @@
 
 pub mod commit;
 pub mod decode;
+pub mod fold;
 pub mod replay;
 pub mod spec_baseline;
 pub mod verify;

@@ -51,13 +51,8 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 /// with `PREFETCH` (a tuning axis) each iteration first issues the next head's loads, so that
 /// they are in flight while this head's products run (two heads' tiles live: more registers).
 ///
-/// If the row's flush flag is set (`h + n > L`, computed by [`super::commit::mamba2_commit`]),
-/// the `h` committed records are then folded into each head's checkpoint rows (read again, from
-/// L2; the outputs used them as they were): `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ`,
-/// one `dot_acc` per block of `FC` key columns (a tuning axis), each block written once.
-/// [`super::commit::mamba2_commit`] (with `after_verify = 1`) then moves `start` past the
-/// folded records and sets `h` to the accepted count. Padding rows
-/// (slot 0) do nothing.
+/// The checkpoint is only read: the pre-flush of the committed records, when the row's flag
+/// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel.
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it), so `h + n ≤ L + T` records fit the tile.
 #[kernel]
@@ -89,14 +84,12 @@ pub fn mamba2_verify(
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 16)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
-    #[constexpr(default = 32)] FC: usize,
     #[constexpr(default = false)] PREFETCH: bool,
     #[constexpr(default = true)] SHARED_WEIGHTS: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1 && T >= 1 && T <= L, "1 ≤ T ≤ L");
-    static_assert(FC.is_power_of_two(), "FC must be a power of two");
     let _ = (batch, slots);
     let hpg = HEADS / GROUPS;
     let cap = L + T;
@@ -113,7 +106,6 @@ pub fn mamba2_verify(
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
-        let flush = load(mrow + 2, true) != 0;
         let slot64 = slot.cast::<i64>();
         let ring_dt = rec_dt + slot64 * (cap * HEADS);
         let ring_x = rec_x + slot64 * (cap * HEADS * DV);
@@ -208,9 +200,8 @@ pub fn mamba2_verify(
         let w = exp2(a2 * cumsum_exclusive(dt_c, 1)) * dt_c;
         let c_all = sum(dt_c, 1);
         let cs = cumsum(dt_d, 1);
-        // γ_{0:h+s} [HB, tq]: the checkpoint's decay up to draft s; γ_{0:h-1} [HB] for the flush.
+        // γ_{0:h+s} [HB, tq]: the checkpoint's decay up to draft s.
         let gam = exp2(a2 * (c_all.expand_dims(1) + cs));
-        let gam_c = exp2(a_hb * c_all);
         // Record row i in column s [nr, tq]: committed γ_{h:h+s} w_j; draft s' ≤ s
         // γ_{h+s'+1:h+s} dt'_{h+s'} (`fac` [HB, nr]: w_j or dt'_{h+s'}). The exponents are
         // running sums along the columns: of every draft for the committed rows, of the drafts
@@ -240,7 +231,7 @@ pub fn mamba2_verify(
             hm & (live & first).expand_dims(0),
         );
 
-        // One head's outputs, records and flush, from its tiles; `hc` is its head lane.
+        // One head's outputs and records, from its tiles; `hc` is its head lane.
         let per_head = |hc: Tile<i32>, (st, x_rec, x_s, z_s): (Tile<f32>, Tile<bf16>, Tile<bf16>, Tile<bf16>)| {
             let head = head0 + hc;
             let lane = hh == hc;
@@ -267,27 +258,6 @@ pub fn mamba2_verify(
             store(out + xo, y.cast::<bf16>(), omask);
             // Append the drafts' x at ring positions start + h + s.
             store(ring_x + xoff(head, pos_d), x_s, omask);
-
-            if flush {
-                // Fold the h committed records into the checkpoint rows, FC key columns at a
-                // time, each block written once: S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ
-                // (w is 0 on the drafts' rows). Only a [BV, FC] block of the checkpoint (read
-                // again, from L2) and an [nr, FC] block of the keys are live, so the flush needs
-                // no more registers than the outputs: ptxas allocates for the larger, and every
-                // verification's occupancy pays for it.
-                let w_h = head_lane(w, lane);
-                let g_h = head_lane(gam_c, lane);
-                let wx = (x_rec * w_h.expand_dims(1)).trans();
-                let fc = DK.min(FC);
-                let cols = arange(fc);
-                for c in range(0, DK / fc) {
-                    let kc = c * fc + cols;
-                    let keys_c = load(krow(ring_b, pos, kc), committed.expand_dims(1));
-                    let sptr_c = sptr_of(head, kc);
-                    let folded = dot_acc(wx, keys_c.cast::<f32>(), g_h * load(sptr_c, vm));
-                    store(sptr_c, folded, vm);
-                }
-            }
         };
         if PREFETCH {
             // The next head's loads are issued before this head's products (two heads' tiles

@@ -1,0 +1,98 @@
+//! The pre-flush of a verification: the committed records folded into the checkpoints.
+
+use super::record_rows;
+use replay_dsl::prelude::*;
+
+/// Folds, for every row whose flush flag is set (`h + n > L` before a verification of `n`
+/// drafts), its `h` committed records into its checkpoint, written once:
+/// `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ` with `w_j = γ_{j+1:h-1} dt'_j`. Rows without
+/// the flag and padding rows (slot 0) do nothing. Launched after
+/// [`super::verify::mamba2_verify`] (whose outputs use the checkpoint as it was) and before
+/// [`super::commit::mamba2_commit`] (which moves `start` past the folded records): a kernel of
+/// its own, so that its registers and tiles do not weigh on every verification.
+///
+/// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (one group `g`) and the
+/// value rows `vb·BV ..`, head by head, `FC` key columns at a time (one `dot_acc` over the
+/// records per block). Records are held newest first (tile row `i` is record `h - 1 - i`), so
+/// the decay sums are exclusive prefix sums of the positive `dt'` down the rows.
+///
+/// Contract: `h ≤ L` (as the commit kernel keeps it).
+#[kernel]
+pub fn mamba2_fold(
+    #[extent(HEADS)] a: Ptr<f32>,
+    #[extent(batch)] slot_idx: Ptr<i32>,
+    #[extent(slots * 4)] meta: Ptr<i32>,
+    #[extent(slots * HEADS * DV * DK)] ckpt: Ptr<f32>,
+    #[extent(slots * (L + T) * HEADS)] rec_dt: Ptr<f32>,
+    #[extent(slots * (L + T) * HEADS * DV)] rec_x: Ptr<bf16>,
+    #[extent(slots * (L + T) * GROUPS * DK)] rec_b: Ptr<bf16>,
+    batch: i32,
+    slots: i32,
+    #[constexpr(default = 128)] HEADS: usize,
+    #[constexpr(default = 8)] GROUPS: usize,
+    #[constexpr(default = 128)] DK: usize,
+    #[constexpr(default = 64)] DV: usize,
+    #[constexpr(default = 16)] L: usize,
+    #[constexpr(default = 4)] T: usize,
+    #[constexpr(default = 32)] BV: usize,
+    #[constexpr(default = 4)] HB: usize,
+    #[constexpr(default = 32)] FC: usize,
+) {
+    static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
+    static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
+    static_assert(L >= 1, "the window L must be at least 1");
+    static_assert(FC.is_power_of_two(), "FC must be a power of two");
+    let _ = (batch, slots);
+    let cap = L + T;
+    let nr = record_rows(L);
+    let fc = DK.min(FC);
+
+    let row = program_id(0);
+    let head0 = program_id(1) * HB;
+    let g = head0 / (HEADS / GROUPS);
+    let slot = load(slot_idx + row, true);
+    if slot != 0 {
+        let mrow = meta + slot * 4;
+        let flush = load(mrow + 2, true) != 0;
+        if flush {
+            let start = load(mrow, true);
+            let h = load(mrow + 1, true);
+            let slot64 = slot.cast::<i64>();
+            let ring_dt = rec_dt + slot64 * (cap * HEADS);
+            let ring_x = rec_x + slot64 * (cap * HEADS * DV);
+            let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
+            let state = ckpt + slot64 * (HEADS * DV * DK);
+            // Row i: record h - 1 - i at ring position start + h - 1 - i (< 2·cap: one wrap).
+            let i = arange(nr);
+            let committed = i < h;
+            let p = start + h - 1 - i;
+            let pos = select(p >= cap as i32, p - cap as i32, p);
+            let v = program_id(2) * BV + arange(BV);
+            let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
+            let vm = vmask.expand_dims(1);
+            let cols = arange(fc);
+            for hc in range(0, HB as i32) {
+                let head = head0 + hc;
+                let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
+                let dt_c = load(ring_dt + pos * HEADS + head, committed);
+                let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
+                let gam = exp2(a_h * sum(dt_c, 0));
+                let x_rec = load(
+                    ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
+                    committed.expand_dims(1) & vmask.expand_dims(0),
+                );
+                let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
+                let srow = state + ((head * DV + v) * DK).expand_dims(1);
+                for c in range(0, DK / fc) {
+                    let kc = c * fc + cols;
+                    let keys = load(
+                        ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0),
+                        committed.expand_dims(1),
+                    );
+                    let sptr = srow + kc.expand_dims(0);
+                    store(sptr, dot_acc(wx, keys.cast::<f32>(), gam * load(sptr, vm)), vm);
+                }
+            }
+        }
+    }
+}
