@@ -550,7 +550,9 @@ fn tuner_in(
 /// window choice is reused for the same candidates only.
 #[test]
 fn replay_tuning_problems_run_on_the_interpreter() {
-    use replay::ssm::tuning::{tune_replay_tiles, tune_verify_window, tune_window, window_run_steps, TILE_SHORTLIST};
+    use replay::ssm::tuning::{
+        tune_fold_tiles, tune_replay_tiles, tune_verify_window, tune_window, window_run_steps, TILE_SHORTLIST,
+    };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
     let dir = std::env::temp_dir().join(format!("replay-ssm-tune-{}", std::process::id()));
@@ -573,11 +575,16 @@ fn replay_tuning_problems_run_on_the_interpreter() {
         max_drafts: 2,
         step: c.tiles,
         verify: c.tiles,
+        fold: c.tiles,
     };
     let v = tune_verify_window(&mut tuner, TUNE, &p, 2, true, plan, 1, &short.tiles[..2], &[3, 4]).unwrap();
     assert_eq!(v.source, TuneSource::Tuned);
     assert!([3, 4].contains(&v.window));
     assert!(short.tiles[..2].contains(&v.tiles));
+    // The fold's tiles, on every row folding the flushing verification's records.
+    let (f, f_source, f_points) = tune_fold_tiles(&mut tuner, &TUNE, 2, 3, 2, 1).unwrap();
+    assert_eq!(f_source, TuneSource::Tuned);
+    assert!(f_points > 1 && [16, 32, 64, 128].contains(&f.flush_columns), "{f:?}");
     // From the cache: the same candidates reuse the choice, other tiles are tuned.
     let mut cached = tuner_in(&d, &dir, TuneMode::Cached);
     let again = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4]).unwrap();

@@ -16,6 +16,7 @@ use super::state::{
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
+use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::reference::Mamba2Params;
@@ -422,6 +423,56 @@ pub fn tune_verify_tiles(
     Ok(Shortlist::of(&t, points))
 }
 
+/// Tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks × FC`) at window
+/// `window`: timed on every row folding the `h` records of the flushing verification of the
+/// cycle (`h + T > L`), which is all the kernel does. Its tiles do not change the verification's.
+pub fn tune_fold_tiles(
+    tuner: &mut Autotuner,
+    shape: &ModelShape,
+    batch: usize,
+    window: usize,
+    drafts: usize,
+    accepted: usize,
+) -> Result<(Tiles, TuneSource, usize)> {
+    type C = <mamba2_fold::Kernel as KernelDef>::Config;
+    let space = SearchSpace::<C>::new()
+        .axis("HEADS", [shape.heads as i64])
+        .axis("GROUPS", [shape.groups as i64])
+        .axis("DK", [shape.dk as i64])
+        .axis("DV", [shape.dv as i64])
+        .axis("L", [window as i64])
+        .axis("T", [drafts as i64])
+        .axis("BV", bv_values_replay(shape))
+        .axis("HB", verify_hb_values(shape))
+        .axis("num_warps", [4, 8])
+        .axis("min_blocks", MIN_BLOCKS)
+        .axis("FC", [16, 32, 64, 128])
+        .register_limit();
+    let flushing = *verify_states(window, drafts, accepted)
+        .last()
+        .expect("a cycle ends with a flush");
+    let (heads, dv) = (shape.heads, shape.dv);
+    let mut problem =
+        Problem::new(move |c: &C| Grid::new(batch as u32, (heads / c.HB) as u32, dv.div_ceil(c.BV) as u32))
+            .scalar("batch", batch as i32)
+            .scalar("slots", batch as i32 + 1)
+            .fill("meta", cycle_meta([flushing]));
+    // The fold reads A and the slots, not dt_bias.
+    for (n, f) in param_fills(batch).into_iter().filter(|(n, _)| *n != "dt_bias") {
+        problem = problem.fill(n, f);
+    }
+    for (n, v) in shape_sizes(shape, batch, false) {
+        problem = problem.size(n, v);
+    }
+    problem = problem
+        .size("L", window as i64)
+        .size("T", drafts as i64)
+        .size("accepted", accepted as i64);
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * MIN_BLOCKS.len() * 8;
+    let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;
+    Ok((tiles_of(&values_of(&t.config)), t.source, points))
+}
+
 /// Decode steps per run of a [`WindowRunner`] at window `window`: one window, or two when
 /// `window` is odd (a replay graph captures an even number of steps, see
 /// [`Mamba2ReplayState`]). Every step is one launch.
@@ -710,6 +761,7 @@ pub fn tune_window(
         max_drafts: 0,
         step: tiles,
         verify: tiles,
+        fold: tiles,
     };
     tune_window_scheme(
         tuner,
@@ -804,6 +856,9 @@ pub fn plans(
                 verify.verify = c.tiles;
                 let (value, source, n) = joint_note(&c, l_star_v, &cands_v, short.tiles.len());
                 note("verify window L and tiles", value, source, n);
+                let (t, s, n) = tune_fold_tiles(tuner, &shape, batch, verify.window, verify_drafts, accepted)?;
+                verify.fold = t;
+                note("fold tiles", t.show(), s, n);
             }
         }
     }

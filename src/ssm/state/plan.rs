@@ -90,6 +90,8 @@ pub struct ReplayPlan {
     pub step: Tiles,
     /// Tiles of `mamba2_verify` (unused when `max_drafts == 0`).
     pub verify: Tiles,
+    /// Tiles of `mamba2_fold`, the verification's pre-flush (unused when `max_drafts == 0`).
+    pub fold: Tiles,
 }
 
 impl ReplayPlan {
@@ -115,6 +117,7 @@ impl ReplayPlan {
             max_drafts,
             step: tiles(hb_up_to(2)),
             verify: tiles(hb_up_to(4)),
+            fold: tiles(hb_up_to(4)),
         }
     }
 }

@@ -95,10 +95,9 @@ impl Mamba2ReplayState {
                 compile_layer_kernel!(mamba2_verify, device, shape, gated, tiles, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights)
             })
             .transpose()?;
-        // The fold takes the verification's tiles (BV, HB, warps) and its FC.
         let fold_k = (t > 0)
             .then(|| {
-                let tiles = plan.verify;
+                let tiles = plan.fold;
                 mamba2_fold::Kernel::compile(
                     device,
                     mamba2_fold::Config {
@@ -277,6 +276,7 @@ impl Mamba2ReplayState {
         let grid = self.core.grid(self.plan.verify.hb, self.plan.verify.bv);
         go(k, stream, grid, &self.verify_args(io, n))?;
         if let Some(f) = &self.fold_k {
+            let grid = self.core.grid(self.plan.fold.hb, self.plan.fold.bv);
             go(f, stream, grid, &self.fold_args())?;
         }
         Ok(())
