@@ -10,8 +10,9 @@
 #   tuned    bench-ssm tuned (REPLAY_TUNE=force), with Triton: batches $TUNED_BATCHES (default
 #            256,1), models $TUNED_MODELS (default both)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
-#   ncu      Nsight Compute on the conventional, replay-step and verify kernels (both models,
-#            B=256, T=8; tuned plans when the cache has them; speed of light, occupancy, warp states, instruction mix,
+#   ncu      Nsight Compute on the conventional, replay-step, verify and fold kernels (models
+#            $NCU_MODELS, kernels $NCU_KERNELS; default all, B=256, T=8; tuned plans when
+#            the cache has them; speed of light, occupancy, warp states, instruction mix,
 #            and per-SASS-instruction counts and stalls as CSV)
 # A failing step is reported and the next one runs; the exit status counts the failures.
 set -uo pipefail
@@ -54,8 +55,8 @@ gpu_tests() {
 profile() { # one launch of each SSM kernel per model under Nsight Compute, with per-SASS counts
   local model k name plans=--no-tune
   [[ -f $XDG_CACHE_HOME/replay/tune-v1.json ]] && plans=
-  for model in nemotron3-super-120b nemotron3-nano-4b; do
-    for k in mamba2_decode_HEADS mamba2_replay_step mamba2_verify; do
+  for model in ${NCU_MODELS:-nemotron3-super-120b nemotron3-nano-4b}; do
+    for k in ${NCU_KERNELS:-mamba2_decode_HEADS mamba2_replay_step mamba2_verify mamba2_fold}; do
       name=$out/ncu-$model-${k%%_HEADS}
       ncu --clock-control none -k regex:"$k" -s 2 -c 1 --import-source no -f -o "$name" \
         --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \

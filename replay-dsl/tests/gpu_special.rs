@@ -14,6 +14,10 @@
 //!   `i32::MIN / -1`, shifts by negative amounts and amounts ≥ 32.
 //! - `atomics_with_duplicate_addresses`: add (i32, f32), max and cas from lanes of several
 //!   programs hitting the same addresses (all lanes on one address, 13 addresses, none shared).
+//! - `masked_loads_falling_back_to_loads`: `load_or` whose fallback is another load (the
+//!   backend selects after the load instead of loading over it), f32, bf16 (packed 16-bit
+//!   words) and i32, vector widths 1 to 4 (contiguous rows of 1 to 64 elements), every
+//!   `num_warps`, random complementary and overlapping masks.
 //! - `runtime_loops_and_branches`: `for` with zero, negative and many trips, nested loops, a tile
 //!   carried through a loop, per-program trip counts, runtime `if` (nested, carrying state).
 //! - `layout_conversions`: `x + x.trans()` on square tiles and `x.trans()` on rectangular ones.
@@ -722,6 +726,73 @@ fn atomics_with_duplicate_addresses() {
 // ---------------------------------------------------------------------------------------------
 // Runtime control flow
 // ---------------------------------------------------------------------------------------------
+
+/// `out = load_or(a, m, load(b, n))` on rows of `size` elements (element type `T`).
+fn fallback_kernel<T: Scalar>(e: Elem, size: usize, w: u32) -> Kernel {
+    let params = ptrs(&[("a", e), ("b", e), ("m", Elem::I32), ("out", e)]);
+    trace("load_or_load", params, vec![], w, |p| {
+        let offs = program_id(0) * size as i32 + arange(size);
+        let flags: Tile<i32> = load(ptr_of::<i32>(p, 2) + offs, true);
+        let fallback: Tile<T> = load(ptr_of::<T>(p, 1) + offs, (flags & 2).compare(CmpOp::Ne, constant(0i32)));
+        let v: Tile<T> = load_or(
+            ptr_of::<T>(p, 0) + offs,
+            (flags & 1).compare(CmpOp::Ne, constant(0i32)),
+            fallback,
+        );
+        store(ptr_of::<T>(p, 3) + offs, v, true);
+    })
+    .unwrap()
+}
+
+#[test]
+fn masked_loads_falling_back_to_loads() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rand::new(0x10ad);
+    for size in [1usize, 2, 4, 8, 16, 64] {
+        for w in WARPS {
+            let g = 3;
+            let n = g * size;
+            // Bit 0: load a; bit 1: load b (where a is not loaded, the result is b or 0).
+            let m: Vec<i32> = (0..n).map(|_| rng.int(0, 3) as i32).collect();
+            let cases: Vec<(Kernel, Vec<HArg>)> = vec![
+                (
+                    fallback_kernel::<f32>(Elem::F32, size, w),
+                    vec![
+                        HArg::buf(&rng.vec::<f32>(n, -8.0, 8.0)),
+                        HArg::buf(&rng.vec::<f32>(n, -8.0, 8.0)),
+                    ],
+                ),
+                (
+                    fallback_kernel::<bf16>(Elem::BF16, size, w),
+                    vec![
+                        HArg::buf(&rng.vec::<bf16>(n, -8.0, 8.0)),
+                        HArg::buf(&rng.vec::<bf16>(n, -8.0, 8.0)),
+                    ],
+                ),
+                (
+                    fallback_kernel::<i32>(Elem::I32, size, w),
+                    vec![
+                        HArg::buf(&(0..n).map(|_| rng.i32_any()).collect::<Vec<_>>()),
+                        HArg::buf(&(0..n).map(|_| rng.i32_any()).collect::<Vec<_>>()),
+                    ],
+                ),
+            ];
+            for (kernel, mut args) in cases {
+                let e = elem_of(&kernel, 0);
+                args.push(HArg::buf(&m));
+                args.push(HArg::poisoned(e, n));
+                run_both(
+                    &gpu,
+                    format!("load_or over a load, {e:?}, rows of {size}, num_warps {w}"),
+                    &kernel,
+                    [g as u32, 1, 1],
+                    &args,
+                )
+                .assert_same();
+            }
+        }
+    }
+}
 
 #[test]
 fn runtime_loops_and_branches() {

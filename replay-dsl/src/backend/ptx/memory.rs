@@ -7,7 +7,7 @@ use super::regs::{Class, Reg};
 use super::Emitter;
 use crate::backend::layout::LayoutId;
 use crate::error::{CompileError, ErrorKind};
-use crate::ir::{AtomicKind, Value};
+use crate::ir::{AtomicKind, Op, Value};
 use crate::types::{DType, Elem};
 
 impl Emitter<'_> {
@@ -82,6 +82,9 @@ impl Emitter<'_> {
         let ptrs = self.get(ptr, l)?;
         let masks = mask.map(|m| self.get(m, l)).transpose()?;
         let others = other.map(|o| self.operand(o, l)).transpose()?;
+        // A computed `other` (say, another load still in flight) is selected after the load
+        // rather than written into its destination first: the load would wait for it.
+        let select_after = other.is_some_and(|o| !self.is_constant(o));
         let s = dtype.val().map_or(8, Elem::bytes);
         let v = self.access_width(l, ptr, mask, s);
         let t = mem_type(dtype);
@@ -93,11 +96,11 @@ impl Emitter<'_> {
                 Some(m) => {
                     for (j, d) in dst.iter().enumerate() {
                         match &others {
-                            Some(o) => {
+                            Some(o) if !select_after => {
                                 let o = self.mem_reg(o[g + j]);
                                 emit!(self, "mov.{} {d}, {o}", mc.mov_type());
                             }
-                            None => emit!(
+                            _ => emit!(
                                 self,
                                 "mov.{} {d}, 0",
                                 if mc == Class::F32 { "b32" } else { mc.mov_type() }
@@ -141,12 +144,30 @@ impl Emitter<'_> {
                     emit!(self, "mov.b32 {{{}, {}}}, {w}", pair[0], pair[1]);
                 }
             }
-            for d in dst {
+            for (j, d) in dst.into_iter().enumerate() {
+                let d = match (&others, &masks) {
+                    (Some(o), Some(m)) if select_after => {
+                        let o = self.mem_reg(o[g + j]);
+                        let x = self.reg(mc);
+                        emit!(self, "selp.{} {x}, {d}, {o}, {}", mc.mov_type(), m[g]);
+                        x
+                    }
+                    _ => d,
+                };
                 let x = self.reg_from_mem(d, dtype);
                 out.push(x);
             }
         }
         Ok(out)
+    }
+
+    /// Whether `v` is a constant (possibly splat, broadcast or reshaped): no latency to wait for.
+    fn is_constant(&self, v: Value) -> bool {
+        match self.asg.def(v).map(|d| &d.op) {
+            Some(Op::Const(_)) => true,
+            Some(Op::Splat(x) | Op::Broadcast(x) | Op::ExpandDims(x, _) | Op::Reshape(x)) => self.is_constant(*x),
+            _ => false,
+        }
     }
 
     /// A masked, vectorised store, issued by the owners of each element only.
