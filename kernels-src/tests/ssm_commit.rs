@@ -151,7 +151,7 @@ fn step_counters_equal_commit_after_decode() {
                 ArgValue::I32(n_slots as i32),
                 ArgValue::I32(next as i32),
             ]);
-            launch(&step_k, &s, config.grid(batch), &args);
+            launch(&step_k, &s, config.step_grid(batch), &args);
             let what = format!("L={l} T={t} round {round} next={next}");
             assert_eq!(
                 host(&s, &ring.meta),

@@ -100,8 +100,8 @@ fn timings() {
         for (label, hh, flag) in [("replay-nonflush", l / 2, false), ("replay-flush", l - 1, true)] {
             let meta = meta_for(hh, flag);
             let meta_out = meta_for(0, false);
-            for (bv, hb, nw) in [(16, 1, 4), (16, 4, 4), (32, 4, 4), (32, 16, 8), (64, 16, 8), (64, 4, 8)] {
-                let config = replay_config(bv, hb, nw);
+            for (bv, nw) in [(16, 4), (32, 4), (64, 4), (64, 8), (128, 8)] {
+                let config = replay_config(bv, 1, nw);
                 let k = config.step(&dev);
                 let mut args = token_args(&tokens, &par, &slot_idx);
                 args.extend([
@@ -118,9 +118,9 @@ fn timings() {
                     ArgValue::I32(slots as i32),
                     ArgValue::I32(0),
                 ]);
-                let ms = time_ms(&s, 20, || launch(&k, &s, config.grid(batch), &args));
+                let ms = time_ms(&s, 20, || launch(&k, &s, config.step_grid(batch), &args));
                 println!(
-                    "B={batch:<4} {label:<15} BV={bv:<3} HB={hb:<2} w{nw}: {:8.1} us  ({:.2}x conventional)",
+                    "B={batch:<4} {label:<15} BV={bv:<3} w{nw}: {:8.1} us  ({:.2}x conventional)",
                     ms * 1e3,
                     best_conv / ms
                 );

@@ -16,8 +16,7 @@ use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
 use replay_runtime::ArgValue;
 use ssm_util::*;
 
-/// A shape whose `dv` is not a power of two (masked value blocks), 2 heads per group.
-/// `dk` of several flush column blocks (`FC` = 16 or 32 key columns each).
+/// `dk` of several flush column blocks (`FC` = 16 or 32 key columns each), 2 heads per group.
 const WIDE_KEYS: ModelShape = ModelShape {
     name: "wide-keys",
     dv: 8,
@@ -27,6 +26,7 @@ const WIDE_KEYS: ModelShape = ModelShape {
     ..CPU_TEST
 };
 
+/// A `dv` that is not a power of two: `BV = 4` programs straddle two heads (a group's 12 rows).
 const ODD: ModelShape = ModelShape {
     name: "odd",
     dv: 6,
@@ -36,12 +36,21 @@ const ODD: ModelShape = ModelShape {
     ..CPU_TEST
 };
 
+/// Eight heads of 6 rows in one group (48 rows): `BV = 16` programs touch 3 or 4 heads.
+const MANY_HEADS: ModelShape = ModelShape {
+    name: "many-heads",
+    dv: 6,
+    dk: 8,
+    heads: 8,
+    groups: 1,
+    ..CPU_TEST
+};
+
 struct Case {
     shape: ModelShape,
     l: usize,
     gated: bool,
     bv: usize,
-    hb: usize,
     early: bool,
     fc: usize,
     warps: u32,
@@ -54,7 +63,6 @@ fn run(case: Case) {
         l,
         gated,
         bv,
-        hb,
         early,
         fc,
         warps,
@@ -84,7 +92,7 @@ fn run(case: Case) {
     let config = ReplayConfig {
         early,
         fc,
-        ..ReplayConfig::new(shape, l, 0, gated, bv, hb, warps)
+        ..ReplayConfig::new(shape, l, 0, gated, bv, 1, warps)
     };
     let step_k = config.step(&dev);
     let per_row = shape.heads * shape.dv;
@@ -115,7 +123,7 @@ fn run(case: Case) {
             ArgValue::I32(n_slots as i32),
             ArgValue::I32(0),
         ]);
-        launch(&step_k, &s, config.grid(batch), &args);
+        launch(&step_k, &s, config.step_grid(batch), &args);
         drop(args);
         let what = format!("L={l} step {t}");
         assert_eq!(
@@ -197,7 +205,6 @@ fn window_1_is_conventional_decoding() {
         l: 1,
         gated: true,
         bv: 8,
-        hb: 3,
         early: false,
         fc: 32,
         warps: 4,
@@ -206,13 +213,12 @@ fn window_1_is_conventional_decoding() {
 }
 
 #[test]
-fn window_4_without_gate_two_value_blocks() {
+fn window_4_without_gate_two_programs_per_head() {
     run(Case {
         shape: CPU_TEST,
         l: 4,
         gated: false,
         bv: 4,
-        hb: 3,
         early: false,
         fc: 32,
         warps: 4,
@@ -227,7 +233,6 @@ fn window_16_one_head_per_program() {
         l: 16,
         gated: true,
         bv: 8,
-        hb: 1,
         early: true,
         fc: 32,
         warps: 4,
@@ -242,7 +247,6 @@ fn window_32_without_gate() {
         l: 32,
         gated: false,
         bv: 8,
-        hb: 3,
         early: false,
         fc: 32,
         warps: 4,
@@ -251,13 +255,12 @@ fn window_32_without_gate() {
 }
 
 #[test]
-fn window_4_masked_value_blocks() {
+fn window_4_programs_straddle_heads() {
     run(Case {
         shape: ODD,
         l: 4,
         gated: true,
         bv: 4,
-        hb: 2,
         early: true,
         fc: 32,
         warps: 4,
@@ -272,7 +275,6 @@ fn window_4_flush_in_several_key_blocks() {
         l: 4,
         gated: true,
         bv: 8,
-        hb: 2,
         early: false,
         fc: 16,
         warps: 4,
@@ -280,22 +282,46 @@ fn window_4_flush_in_several_key_blocks() {
     });
 }
 
-/// Every point of the tuner's replay-step search space (`BV`, `HB`, `num_warps`, `EARLY`,
-/// `FC`; `min_blocks` only caps registers) decodes correctly on the emulator or a GPU, where
-/// the tiles choose layouts and PTX; on the interpreter, where they only change the trace,
-/// one point per axis value.
+#[test]
+fn window_8_programs_over_several_heads() {
+    run(Case {
+        shape: MANY_HEADS,
+        l: 8,
+        gated: true,
+        bv: 16,
+        early: false,
+        fc: 32,
+        warps: 4,
+        seed: 7,
+    });
+}
+
+/// Every point of the tuner's replay-step search space (`BV`, `num_warps`, `EARLY`, `FC`;
+/// `min_blocks` only caps registers) decodes correctly on the emulator or a GPU, where the
+/// tiles choose layouts and PTX; on the interpreter, where they only change the trace, one
+/// point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
     let flags = [(false, 16), (false, 32), (true, 16), (true, 32)];
-    let fallback = vec![(16, 1, 4, (false, 16)), (32, 2, 8, (true, 32)), (64, 4, 4, (true, 16))];
-    let points = tuning_points(&flags, |_, _| true, fallback);
-    for (i, (bv, hb, warps, (early, fc))) in points.into_iter().enumerate() {
+    let points: Vec<(usize, u32, (bool, usize))> = if device().0.backend() == replay_runtime::Backend::Interpreter {
+        vec![
+            (16, 4, (false, 16)),
+            (32, 8, (true, 32)),
+            (64, 4, (true, 16)),
+            (128, 8, (false, 32)),
+        ]
+    } else {
+        [16, 32, 64, 128]
+            .into_iter()
+            .flat_map(|bv| [4, 8].into_iter().flat_map(move |w| flags.map(|f| (bv, w, f))))
+            .collect()
+    };
+    for (i, (bv, warps, (early, fc))) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 4,
             gated: i % 2 == 0,
             bv,
-            hb,
             early,
             fc,
             warps,

@@ -200,7 +200,7 @@ fn run(case: Case) {
                     ArgValue::I32(n_slots as i32),
                     ArgValue::I32(n_next as i32),
                 ]);
-                launch(&step_k, &s, grid, &args);
+                launch(&step_k, &s, config.step_grid(batch), &args);
                 let mut want = vec![0.0; batch * per_tok];
                 recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
                 check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, per_tok);

@@ -128,9 +128,16 @@ fn bv_values_conventional(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| group_rows % b == 0).collect()
 }
 
-/// `BV` of the replay and verification kernels (their record tiles make `BV = 8` pointless).
+/// `BV` of the verification kernels (their record tiles make `BV = 8` pointless).
 fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
     bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
+}
+
+/// `BV` of the replay step, flat rows like the conventional kernels: 16 to 128 rows (up to
+/// two heads of 64) dividing the state rows of a group.
+fn bv_values_step(shape: &ModelShape) -> Vec<i64> {
+    let group_rows = (shape.heads_per_group() * shape.dv) as i64;
+    [16, 32, 64, 128].into_iter().filter(|&b| group_rows % b == 0).collect()
 }
 
 /// Key columns per flush block of the replay step searched (`FC`) at `batch`: ptxas allocates
@@ -173,11 +180,6 @@ const CONVENTIONAL_WARPS: [i64; 2] = [4, 8];
 /// the speculative plan is tuned for and what `bench-ssm` commits.
 pub fn accepted_drafts(drafts: usize) -> usize {
     ((0.75 * drafts as f64).round() as usize).max(1)
-}
-
-fn hb_values(shape: &ModelShape) -> Vec<i64> {
-    let hpg = shape.heads_per_group() as i64;
-    [1, 2, 4].into_iter().filter(|h| hpg % h == 0).collect()
 }
 
 /// Heads per verification program: every divisor of the heads per group (a program loops over
@@ -325,7 +327,7 @@ fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, b
     }
 }
 
-/// The [`Shortlist`] of tiles of the replay step (`BV × HB × num_warps × min_blocks`) at window
+/// The [`Shortlist`] of tiles of the replay step (`BV × num_warps × min_blocks × EARLY × FC`) at window
 /// `window`, timed on rows spread over the `L` steps of a window (one in `L` flushing), as the
 /// window runs them.
 /// The counters a step reads (`meta`) never change between the timed launches; the counters it
@@ -341,21 +343,19 @@ pub fn tune_replay_tiles(
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
         .axis("L", [window as i64])
         .axis("T", [0])
-        .axis("BV", bv_values_replay(shape))
-        .axis("HB", hb_values(shape))
+        .axis("BV", bv_values_step(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
         .axis("EARLY", early_values(batch))
         .axis("FC", flush_column_values(batch))
         .register_limit();
-    let (heads, dv) = (shape.heads, shape.dv);
-    let mut problem =
-        Problem::new(move |c: &C| Grid::new(batch as u32, (heads / c.HB) as u32, dv.div_ceil(c.BV) as u32))
-            .scalar("batch", batch as i32)
-            .scalar("slots", batch as i32 + 1)
-            .scalar("next_drafts", 0)
-            .fill("meta", cycle_meta(window_states(window)))
-            .fill("meta_out", Fill::Constant(0.0));
+    let rows = shape.heads * shape.dv;
+    let mut problem = Problem::new(move |c: &C| Grid::new(batch as u32, (rows / c.BV) as u32, 1))
+        .scalar("batch", batch as i32)
+        .scalar("slots", batch as i32 + 1)
+        .scalar("next_drafts", 0)
+        .fill("meta", cycle_meta(window_states(window)))
+        .fill("meta_out", Fill::Constant(0.0));
     for (n, f) in param_fills(batch) {
         problem = problem.fill(n, f);
     }
@@ -364,8 +364,7 @@ pub fn tune_replay_tiles(
     }
     // `cycle`: the counters span the window (results tuned mid-window only are not reused).
     problem = problem.size("L", window as i64).size("cycle", 1);
-    let points = bv_values_replay(shape).len()
-        * hb_values(shape).len()
+    let points = bv_values_step(shape).len()
         * 2
         * MIN_BLOCKS.len()
         * early_values(batch).len()
@@ -399,13 +398,12 @@ pub fn tune_verify_tiles(
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .register_limit();
-    let (heads, dv) = (shape.heads, shape.dv);
-    let mut problem =
-        Problem::new(move |c: &C| Grid::new(batch as u32, (heads / c.HB) as u32, dv.div_ceil(c.BV) as u32))
-            .scalar("batch", batch as i32)
-            .scalar("slots", batch as i32 + 1)
-            .scalar("n_drafts", drafts as i32)
-            .fill("meta", cycle_meta(verify_states(window, drafts, accepted)));
+    let rows = shape.heads * shape.dv;
+    let mut problem = Problem::new(move |c: &C| Grid::new(batch as u32, (rows / c.BV) as u32, 1))
+        .scalar("batch", batch as i32)
+        .scalar("slots", batch as i32 + 1)
+        .scalar("n_drafts", drafts as i32)
+        .fill("meta", cycle_meta(verify_states(window, drafts, accepted)));
     for (n, f) in param_fills(batch) {
         problem = problem.fill(n, f);
     }
@@ -451,12 +449,11 @@ pub fn tune_fold_tiles(
     let flushing = *verify_states(window, drafts, accepted)
         .last()
         .expect("a cycle ends with a flush");
-    let (heads, dv) = (shape.heads, shape.dv);
-    let mut problem =
-        Problem::new(move |c: &C| Grid::new(batch as u32, (heads / c.HB) as u32, dv.div_ceil(c.BV) as u32))
-            .scalar("batch", batch as i32)
-            .scalar("slots", batch as i32 + 1)
-            .fill("meta", cycle_meta([flushing]));
+    let rows = shape.heads * shape.dv;
+    let mut problem = Problem::new(move |c: &C| Grid::new(batch as u32, (rows / c.BV) as u32, 1))
+        .scalar("batch", batch as i32)
+        .scalar("slots", batch as i32 + 1)
+        .fill("meta", cycle_meta([flushing]));
     // The fold reads A and the slots, not dt_bias.
     for (n, f) in param_fills(batch).into_iter().filter(|(n, _)| *n != "dt_bias") {
         problem = problem.fill(n, f);

@@ -384,7 +384,8 @@ pub fn token_args<'a>(
     a
 }
 
-/// The tile configuration of `mamba2_replay_step` and `mamba2_verify` (same parameters).
+/// The tile configuration of `mamba2_replay_step` (flat rows: `hb` unused), `mamba2_verify`
+/// and `mamba2_fold`.
 #[derive(Clone, Copy)]
 pub struct ReplayConfig {
     pub shape: ModelShape,
@@ -437,7 +438,6 @@ impl ReplayConfig {
                 T: self.t,
                 HAS_Z: self.gated,
                 BV: self.bv,
-                HB: self.hb,
                 EARLY: self.early,
                 FC: self.fc,
                 num_warps: self.num_warps,
@@ -493,7 +493,13 @@ impl ReplayConfig {
         .unwrap()
     }
 
-    /// The launch grid for `batch` rows: `(batch, heads / HB, ⌈dv / BV⌉)`.
+    /// The replay step's launch grid for `batch` rows (flat rows): `(batch, heads·dv / BV, 1)`.
+    pub fn step_grid(self, batch: usize) -> (u32, u32, u32) {
+        (batch as u32, (self.shape.heads * self.shape.dv / self.bv) as u32, 1)
+    }
+
+    /// The verification's and the fold's launch grid for `batch` rows:
+    /// `(batch, heads / HB, ⌈dv / BV⌉)`.
     pub fn grid(self, batch: usize) -> (u32, u32, u32) {
         (
             batch as u32,

@@ -6,14 +6,15 @@ use serde::Serialize;
 /// The replay step's default key columns per flush block (`FC`).
 pub const DEFAULT_FLUSH_COLUMNS: usize = 32;
 
-/// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB` (replay
-/// and verify only; 1 elsewhere), warps and the occupancy hint.
+/// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB`
+/// (verification and fold only; 1 elsewhere), warps and the occupancy hint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Tiles {
-    /// Value rows of the state per program (the conventional kernels: flat rows of the
-    /// `heads · dv` rows of a slot, a divisor of the rows of one group).
+    /// Value rows of the state per program (the conventional kernels and the replay step: flat
+    /// rows of the `heads · dv` rows of a slot, a divisor of the rows of one group).
     pub bv: usize,
-    /// Value heads per program (shares the group's keys and `kᵀq` products).
+    /// Value heads per program of the verification and its fold (shares the group's keys and
+    /// `kᵀq` products; 1 elsewhere: the step and the conventional kernels tile flat rows).
     pub hb: usize,
     /// Warps per program.
     pub num_warps: u32,
@@ -95,15 +96,20 @@ pub struct ReplayPlan {
 }
 
 impl ReplayPlan {
-    /// A plan with default tiles for `shape` (before tuning): `BV = min(32, dv)` rounded to a
-    /// power of two, 4 warps, no occupancy hint, and `HB` the largest divisor of the heads per
-    /// group up to 2 for the step and up to 4 for the verification (what tuning picks most
-    /// often on an H200 at batch 256: `bench/NOTES.md`, v6–v8).
+    /// A plan with default tiles for `shape` (before tuning): 4 warps, no occupancy hint; for
+    /// the step `BV` the largest power of two up to 64 dividing the state rows of a group (its
+    /// flat row tiling), for the verification and its fold `BV = min(32, dv)` rounded to a
+    /// power of two and `HB` the largest divisor of the heads per group up to 4 (what tuning
+    /// picks most often on an H200 at batch 256: `bench/NOTES.md`).
     pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
         let hb_up_to = |most: usize| (1..=most).rev().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
-        let tiles = |hb| Tiles {
-            bv: 32usize.min(shape.dv.next_power_of_two()),
+        let mut step_bv = 64;
+        while !(hpg * shape.dv).is_multiple_of(step_bv) {
+            step_bv /= 2;
+        }
+        let tiles = |bv, hb| Tiles {
+            bv,
             hb,
             num_warps: 4,
             min_blocks: 1,
@@ -115,9 +121,9 @@ impl ReplayPlan {
         ReplayPlan {
             window,
             max_drafts,
-            step: tiles(hb_up_to(2)),
-            verify: tiles(hb_up_to(4)),
-            fold: tiles(hb_up_to(4)),
+            step: tiles(step_bv, 1),
+            verify: tiles(32usize.min(shape.dv.next_power_of_two()), hb_up_to(4)),
+            fold: tiles(32usize.min(shape.dv.next_power_of_two()), hb_up_to(4)),
         }
     }
 }

@@ -88,7 +88,7 @@ impl Mamba2ReplayState {
         let (l, t) = (plan.window, plan.max_drafts);
         let cap = l + t;
         let (h, dv, dk, g) = (shape.heads, shape.dv, shape.dk, shape.groups);
-        let step_k = compile_layer_kernel!(mamba2_replay_step, device, shape, gated, plan.step, L: l, T: t, HB: plan.step.hb, EARLY: plan.step.early, FC: plan.step.flush_columns)?;
+        let step_k = compile_layer_kernel!(mamba2_replay_step, device, shape, gated, plan.step, L: l, T: t, EARLY: plan.step.early, FC: plan.step.flush_columns)?;
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
@@ -250,7 +250,7 @@ impl Mamba2ReplayState {
         go(
             &self.step_k,
             stream,
-            self.core.grid(self.plan.step.hb, self.plan.step.bv),
+            self.core.flat_grid(self.plan.step.bv),
             &self.step_args(io, next),
         )?;
         self.parity.set(1 - self.parity.get());

@@ -13,7 +13,8 @@ use replay_dsl::prelude::*;
 ///
 /// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (one group `g`) and the
 /// value rows `vb·BV ..`, head by head, `FC` key columns at a time (one `dot_acc` over the
-/// records per block). Records are held newest first (tile row `i` is record `h - 1 - i`), so
+/// records per block; with `FC ≥ DK`, one block whose loads are all issued first, the keys
+/// once per program). Records are held newest first (tile row `i` is record `h - 1 - i`), so
 /// the decay sums are exclusive prefix sums of the positive `dt'` down the rows.
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it).
@@ -71,26 +72,39 @@ pub fn mamba2_fold(
             let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
             let vm = vmask.expand_dims(1);
             let cols = arange(fc);
+            let keys_of = |kc: Tile<i32>| {
+                let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
+                load(kptr, committed.expand_dims(1))
+            };
+            // With one block of columns (FC ≥ DK) the group's keys are loaded once, before the
+            // heads, and each head's checkpoint rows before its weights are computed: every
+            // load of a head is in flight at once.
+            let all_keys = (fc == DK).then(|| keys_of(cols));
             for hc in range(0, HB as i32) {
                 let head = head0 + hc;
+                let srow = state + ((head * DV + v) * DK).expand_dims(1);
+                let s_all = (fc == DK).then(|| load(srow + cols.expand_dims(0), vm));
                 let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
                 let dt_c = load(ring_dt + pos * HEADS + head, committed);
-                let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
-                let gam = exp2(a_h * sum(dt_c, 0));
                 let x_rec = load(
                     ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
                     committed.expand_dims(1) & vmask.expand_dims(0),
                 );
+                let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
+                let gam = exp2(a_h * sum(dt_c, 0));
                 let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
-                let srow = state + ((head * DV + v) * DK).expand_dims(1);
-                for c in range(0, DK / fc) {
-                    let kc = c * fc + cols;
-                    let keys = load(
-                        ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0),
-                        committed.expand_dims(1),
-                    );
-                    let sptr = srow + kc.expand_dims(0);
-                    store(sptr, dot_acc(wx, keys.cast::<f32>(), gam * load(sptr, vm)), vm);
+                match (all_keys, s_all) {
+                    (Some(keys), Some(s_h)) => {
+                        let sptr = srow + cols.expand_dims(0);
+                        store(sptr, dot_acc(wx, keys.cast::<f32>(), gam * s_h), vm);
+                    }
+                    _ => {
+                        for c in range(0, DK / fc) {
+                            let kc = c * fc + cols;
+                            let sptr = srow + kc.expand_dims(0);
+                            store(sptr, dot_acc(wx, keys_of(kc).cast::<f32>(), gam * load(sptr, vm)), vm);
+                        }
+                    }
                 }
             }
         }

@@ -4,30 +4,47 @@ use super::commit::advance_counters;
 use super::record_rows;
 use replay_dsl::prelude::*;
 
+/// The most value heads `BV` consecutive flat state rows (starting at a multiple of `BV`) touch
+/// when a head has `DV` rows: the program's head lanes.
+pub const fn head_lanes(bv: usize, dv: usize) -> usize {
+    if dv.is_multiple_of(bv) {
+        1
+    } else if bv.is_multiple_of(dv) {
+        bv / dv
+    } else {
+        (bv + dv - 2) / dv + 1
+    }
+}
+
 /// One standard decode step of the replay form for every row of the batch.
 ///
-/// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (all in one group `g`) and
-/// the value rows `vb·BV ..` of their states. With `h` committed records, this step's record is
-/// record `h` (0-based) of the window and, per head,
+/// A slot's checkpoint `[HEADS, DV, DK]` is tiled by *flat rows*, as the conventional kernels
+/// tile their state ([`super::decode`]): program `(row, blk)` of the `(batch, HEADS·DV / BV, 1)`
+/// grid owns the state rows `r = blk·BV + [0, BV)`, row `r` being value row `r % DV` of head
+/// `r / DV`. `BV` divides `(HEADS/GROUPS)·DV`, so a program's rows lie in one group `g` and none
+/// is masked, whatever `DV` (`DV = 80`: 64-row programs straddle two heads). With `h`
+/// committed records, this step's record is record `h` (0-based) of the window and, per row,
 /// `y = γ_{0:h} (S_ckpt q) + Σ_{j≤h} γ_{j+1:h} dt'_j (k_jᵀ q) x_j + D x`, times `silu(z)` when
-/// `HAS_Z`, where `γ_{a:b} = exp(A Σ_{l=a..b} dt'_l)`.
+/// `HAS_Z`, where `γ_{a:b} = exp(A Σ_{l=a..b} dt'_l)` of the row's head.
 ///
 /// - The group's keys `k_j` (the ring's `B` rows and this step's `B`) and the products `k_jᵀ q`
-///   are loaded/computed once per program and shared by its `HB` heads (`HB = HEADS/GROUPS`
-///   computes them once per group; a smaller `HB` trades that for more programs at small batch).
+///   are loaded/computed once per program.
+/// - Per-head values (`dt'` of every record, the weights `w_j = γ_{j+1:h} dt'_j`, `γ_{0:h}`,
+///   `D`) are computed for the program's head lanes ([`head_lanes`]: the heads its rows touch)
+///   and then given to each row by its lane (one select per lane past the first).
 /// - Records are held newest-first: tile row `i` is record `j = h − i`, so the decay sums
 ///   `Σ_{l=j+1..h} dt'_l` are exclusive prefix sums down the rows.
-/// - **Non-flush** rows (`meta[slot][2] == 0`): the `HB` heads are one `[HB, BV, DK]` tile of
-///   `S_ckpt`, so every load of the step is in flight before the first reduction; `y` is
-///   written and this step's record appended at ring position `(start + h) % (L+T)`; the
-///   checkpoint is neither materialised nor written.
-/// - **Flush** rows, head by head and `FC` key columns at a time (a tuning axis: ptxas
-///   allocates registers for the larger branch, and the fold's block size sets this one's):
+/// - **Non-flush** rows (`meta[slot][2] == 0`): one `[BV, DK]` tile of `S_ckpt`, every load of
+///   the step in flight before the first reduction; `y` is written and this step's record
+///   appended at ring position `(start + h) % (L+T)` (`dt'` by the program holding the head's
+///   first row, the keys by the group's first program); the checkpoint is neither
+///   materialised nor written.
+/// - **Flush** rows, `FC` key columns at a time (a tuning axis: ptxas allocates registers for
+///   the larger branch, and the fold's block size sets this one's):
 ///   `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ` (one `dot` over the records
-///   per column block, so the branch needs fewer registers than the non-flush one), written
-///   once, and `y = S_ckpt q + D x` from it; this step's
-///   record is not stored (the window is empty afterwards).
-/// - **Counters**: every program reads `meta`, none writes it; program `(row, 0, 0)` writes
+///   per column block), written once, and `y = S_ckpt q + D x` from it; this step's record is
+///   not stored (the window is empty afterwards).
+/// - **Counters**: every program reads `meta`, none writes it; program `(row, 0)` writes
 ///   the row's advanced counters to `meta_out[slot]` (`(start, h + 1, flag, ·)`, or `h = 0`
 ///   after a flush, with the flag of a next launch of `next_drafts` drafts, 0 = a decode
 ///   step), by [`super::commit::advance_counters`] — what [`super::commit::mamba2_commit`]
@@ -36,8 +53,7 @@ use replay_dsl::prelude::*;
 /// - `EARLY` issues the non-flush checkpoint load right after the slot, before the counters
 ///   (for latency-bound small batches: one dependent memory access less; flush rows then read
 ///   it for nothing, and its registers are held longer). The tuner decides.
-/// - Padding rows (slot 0) do nothing. `HB` need not be a power of two (extra head lanes are
-///   masked).
+/// - Padding rows (slot 0) do nothing.
 ///
 /// Contract: the flag is [`super::initial_flush_flag`]`(h, 0, L)` as the previous launch set it
 /// (so `h + 1 ≤ L + T` records fit).
@@ -69,39 +85,59 @@ pub fn mamba2_replay_step(
     #[constexpr(default = 16)] L: usize,
     #[constexpr(default = 0)] T: usize,
     #[constexpr(default = true)] HAS_Z: bool,
-    #[constexpr(default = 16)] BV: usize,
-    #[constexpr(default = 4)] HB: usize,
+    #[constexpr(default = 64)] BV: usize,
     #[constexpr(default = false)] EARLY: bool,
     #[constexpr(default = 32)] FC: usize,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
-    static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
+    let hpg = HEADS / GROUPS;
+    static_assert(
+        BV > 0 && (hpg * DV) % BV == 0,
+        "BV must divide (HEADS/GROUPS)·DV (the state rows of one group), so that a program's \
+         flat rows lie in one group and none is masked",
+    );
     static_assert(L >= 1, "the window L must be at least 1");
     static_assert(FC.is_power_of_two(), "FC must be a power of two");
-    let hpg = HEADS / GROUPS;
     let cap = L + T;
     let nr = record_rows(cap);
+    let lanes = head_lanes(BV, DV);
 
     let row = program_id(0);
-    let head0 = program_id(1) * HB;
-    let g = head0 / hpg;
-    // Head lanes: HB rounded up to a power of two, the extra lanes masked off.
-    let hh = arange(HB.next_power_of_two());
-    let hmask = hh < HB;
+    let blk = program_id(1);
+    let r0 = blk * BV;
+    let r = r0 + arange(BV);
+    let g = blk / (hpg * DV / BV);
+    // Head lanes: the heads the rows touch (lanes rounded up to a power of two; lanes whose
+    // head has no row here masked off), and each row's lane.
+    let head0 = r0 / DV;
+    let hh = arange(lanes.next_power_of_two());
     let heads = head0 + hh;
-    let v = program_id(2) * BV + arange(BV);
-    let vmask = v < DV;
+    let hmask = (hh < lanes as i32) & (heads * DV < r0 + BV as i32);
+    let lane_of_row = r / DV - head0;
+    // Per-head values `t` (head lanes last) given to each row (`[.., BV]`; with one lane, the
+    // lane axis broadcasts).
+    let by_row = |t: Tile<f32>| -> Tile<f32> {
+        let last = t.rank() - 1;
+        let mut lane_mask = hh;
+        let mut row_lane = lane_of_row;
+        for _ in 0..last {
+            lane_mask = lane_mask.expand_dims(0);
+            row_lane = row_lane.expand_dims(0);
+        }
+        let lane = |l: i32| sum(select(lane_mask == l, t, 0.0), last).expand_dims(last);
+        let mut per_row = if lanes == 1 { t } else { lane(0) };
+        for l in 1..lanes as i32 {
+            per_row = select(row_lane == l, lane(l), per_row);
+        }
+        per_row
+    };
     let kk = arange(DK);
-    let xmask = hmask.expand_dims(1) & vmask.expand_dims(0);
     let slot = load(slot_idx + row, true);
     if slot != 0 {
         let slot64 = slot.cast::<i64>();
-        let ckpt_h = ckpt + slot64 * (HEADS * DV * DK) + heads * (DV * DK);
-        // The checkpoint tile of the non-flush branch, [HB, BV, DK].
-        let sptr = ckpt_h.expand_dims(1).expand_dims(2)
-            + (v * DK).expand_dims(0).expand_dims(2)
-            + kk.expand_dims(0).expand_dims(0);
-        let load_state = || load(sptr, xmask.expand_dims(2));
+        // The checkpoint tile of the non-flush branch, [BV, DK].
+        let srow = ckpt + slot64 * (HEADS * DV * DK) + (r * DK).expand_dims(1);
+        let load_state = || load(srow + kk.expand_dims(0), true);
         // EARLY: issued before the counters are read (one memory latency less per step; the
         // flush rows read it for nothing).
         let early = EARLY.then(load_state);
@@ -119,7 +155,7 @@ pub fn mamba2_replay_step(
         let pos = (start + h - i + cap) % cap;
         let pos_cur = (start + h) % cap;
 
-        // Per head (columns): dt' of every record, newest first (0 past the window); the
+        // Per head lane (columns): dt' of every record, newest first (0 past the window); the
         // weights w_j = γ_{j+1:h} dt'_j, whose decay sums are exclusive prefix sums of the
         // rows above; γ = γ_{0:h}.
         let a_h = load(a + heads, hmask);
@@ -130,65 +166,55 @@ pub fn mamba2_replay_step(
         );
         let dt_rec = select(current, dt_cur.expand_dims(0), dt_ring);
         let w = exp(a_h.expand_dims(0) * cumsum_exclusive(dt_rec, 0)) * dt_rec;
-        let gamma = exp(a_h * sum(dt_rec, 0));
+        let gamma = by_row(exp(a_h * sum(dt_rec, 0)));
+        let d_r = by_row(load(d + heads, hmask));
 
         // The group's keys (ring and this step's B) and query, and k_j · q once per program.
         let q = load(cmat + (row * GROUPS + g) * DK + kk, true);
         let k_cur = load(bmat + (row * GROUPS + g) * DK + kk, true);
-        let k_ring = load(
-            ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
-            in_ring.expand_dims(1),
-        );
+        let kptr = |cols: Tile<i32>| ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + cols.expand_dims(0);
+        let k_ring = load(kptr(kk), in_ring.expand_dims(1));
         let keys = select(current, k_cur.expand_dims(0), k_ring);
         let qf = q.cast::<f32>();
         let kq = sum(keys.cast::<f32>() * qf.expand_dims(0), 1);
 
-        // This step's x of the HB heads, [HB, BV].
-        let xoff = ((row * HEADS + heads) * DV).expand_dims(1) + v.expand_dims(0);
-        let x_cur_raw = load(x + xoff, xmask);
+        // This step's x of the rows, [BV], and the records' x, [nr, BV] (contiguous rows).
+        let xoff = row * (HEADS * DV) + r;
+        let x_cur_raw = load(x + xoff, true);
         let x_cur = x_cur_raw.cast::<f32>();
-        let d_h = load(d + heads, hmask).expand_dims(1);
         let gate = |y: Tile<f32>| -> Tile<f32> {
             if HAS_Z {
-                y * silu(load(z + xoff, xmask).cast::<f32>())
+                y * silu(load(z + xoff, true).cast::<f32>())
             } else {
                 y
             }
         };
+        let x_ring = load(
+            ring_x + (pos * (HEADS * DV)).expand_dims(1) + r.expand_dims(0),
+            in_ring.expand_dims(1),
+        );
 
         if !flush {
-            // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x, for all HB heads at once: every
-            // load of the step is issued before the first reduction.
+            // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x: every load of the step is issued
+            // before the first reduction.
             let s = early.unwrap_or_else(load_state);
-            let x_ring = load(
-                ring_x
-                    + (pos * (HEADS * DV)).expand_dims(1).expand_dims(2)
-                    + (heads * DV).expand_dims(0).expand_dims(2)
-                    + v.expand_dims(0).expand_dims(0),
-                in_ring.expand_dims(1).expand_dims(2) & xmask.expand_dims(0),
-            );
-            let coef = w * kq.expand_dims(1); // [nr, HB]; row 0 is this step's record
-            let y_ring = sum(x_ring.cast::<f32>() * coef.expand_dims(2), 0);
-            let sq = sum(s * qf.expand_dims(0).expand_dims(0), 2);
-            let coef_cur = sum(select(current, coef, 0.0), 0);
-            let y = gamma.expand_dims(1) * sq + y_ring + (coef_cur.expand_dims(1) + d_h) * x_cur;
-            store(out + xoff, gate(y).cast::<bf16>(), xmask);
+            let coef = w * kq.expand_dims(1); // [nr, lanes]; row 0 is this step's record
+            let y_ring = sum(x_ring.cast::<f32>() * by_row(coef), 0);
+            let sq = sum(s * qf.expand_dims(0), 1);
+            let coef_cur = by_row(sum(select(current, coef, 0.0), 0));
+            let y = gamma * sq + y_ring + (coef_cur + d_r) * x_cur;
+            store(out + xoff, gate(y).cast::<bf16>(), true);
 
-            // Append this step's record at ring position start + h.
-            store(
-                ring_x + pos_cur * (HEADS * DV) + (heads * DV).expand_dims(1) + v.expand_dims(0),
-                x_cur_raw,
-                xmask,
-            );
-            if program_id(2) == 0 {
-                store(ring_dt + pos_cur * HEADS + heads, dt_cur, hmask);
-                if head0 % hpg == 0 {
-                    store(ring_b + pos_cur * (GROUPS * DK) + g * DK + kk, k_cur, true);
-                }
+            // Append this step's record at ring position start + h: x of the rows, dt' of the
+            // heads whose first row is here, the keys by the group's first program.
+            store(ring_x + pos_cur * (HEADS * DV) + r, x_cur_raw, true);
+            store(ring_dt + pos_cur * HEADS + heads, dt_cur, hmask & (heads * DV >= r0));
+            if r0 % (hpg * DV) as i32 == 0 {
+                store(ring_b + pos_cur * (GROUPS * DK) + g * DK + kk, k_cur, true);
             }
         } else {
-            // Fold the window into the checkpoint head by head, FC key columns at a time:
-            // S_ckpt ← γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once; y = S_ckpt q + D x. Only an
+            // Fold the window into the checkpoint rows, FC key columns at a time:
+            // S_ckpt ← γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once; y = S_ckpt q + D x. Only a
             // [BV, FC] block of the state is live, so this branch needs fewer registers than
             // the non-flush one (ptxas allocates for the larger of the two). The fold stays on
             // CUDA cores (`Ieee`): its tensor-core fragments cost registers — and so occupancy
@@ -196,45 +222,29 @@ pub fn mamba2_replay_step(
             // at Super B = 256).
             let fc = DK.min(FC);
             let ccols = arange(fc);
-            for hc in range(0, HB) {
-                let head = head0 + hc;
-                let col = (hh == hc).expand_dims(0);
-                let w_h = sum(select(col, w, 0.0), 1);
-                let g_h = sum(select(hh == hc, gamma, 0.0), 0);
-                let x_h = load(x + (row * HEADS + head) * DV + v, vmask).cast::<f32>();
-                let x_ring = load(
-                    ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                    in_ring.expand_dims(1) & vmask.expand_dims(0),
+            let xs = select(current, x_cur.expand_dims(0), x_ring.cast::<f32>());
+            let wx = (xs * by_row(w)).trans();
+            let mut sq = zeros::<f32>([BV]);
+            for c in range(0, DK / fc) {
+                let kc = c * fc + ccols;
+                let k_now = load(bmat + (row * GROUPS + g) * DK + kc, true);
+                let k_c = select(current, k_now.expand_dims(0), load(kptr(kc), in_ring.expand_dims(1)));
+                let q_c = load(cmat + (row * GROUPS + g) * DK + kc, true).cast::<f32>();
+                let sptr = srow + kc.expand_dims(0);
+                let upd = dot_acc_in(
+                    wx,
+                    k_c.cast::<f32>(),
+                    gamma.expand_dims(1) * load(sptr, true),
+                    DotPrecision::Ieee,
                 );
-                let xs = select(current, x_h.expand_dims(0), x_ring.cast::<f32>());
-                let wx = (xs * w_h.expand_dims(1)).trans();
-                let srow = ckpt + (slot64 * HEADS + head.cast::<i64>()) * (DV * DK) + (v * DK).expand_dims(1);
-                let smask = vmask.expand_dims(1);
-                let mut sq = zeros::<f32>([BV]);
-                for c in range(0, DK / fc) {
-                    let kc = c * fc + ccols;
-                    let k_ring = load(
-                        ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kc.expand_dims(0),
-                        in_ring.expand_dims(1),
-                    );
-                    let k_now = load(bmat + (row * GROUPS + g) * DK + kc, true);
-                    let k_c = select(current, k_now.expand_dims(0), k_ring).cast::<f32>();
-                    let q_c = load(cmat + (row * GROUPS + g) * DK + kc, true).cast::<f32>();
-                    let sptr = srow + kc.expand_dims(0);
-                    let upd = dot_acc_in(wx, k_c, g_h * load(sptr, smask), DotPrecision::Ieee);
-                    store(sptr, upd, smask);
-                    sq = sq + sum(upd * q_c.expand_dims(0), 1);
-                }
-                let mut y = sq + load(d + head, true) * x_h;
-                if HAS_Z {
-                    y = y * silu(load(z + (row * HEADS + head) * DV + v, vmask).cast::<f32>());
-                }
-                store(out + (row * HEADS + head) * DV + v, y.cast::<bf16>(), vmask);
+                store(sptr, upd, true);
+                sq = sq + sum(upd * q_c.expand_dims(0), 1);
             }
+            store(out + xoff, gate(sq + d_r * x_cur).cast::<bf16>(), true);
         }
 
         // The row's counters after this step, written once per row to the other buffer.
-        if program_id(1) == 0 && program_id(2) == 0 {
+        if blk == 0 {
             let c = advance_counters(start, h, flush, None, next_drafts, L, cap);
             let w = arange(4);
             let line = select(
