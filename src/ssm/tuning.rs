@@ -11,7 +11,8 @@
 //! `L*`. Everything is cached like every other tuning result (`REPLAY_TUNE=off|cached|force`).
 
 use super::state::{
-    ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles, DEFAULT_FLUSH_COLUMNS,
+    flat_row_grid, head_block_grid, ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles,
+    DEFAULT_FLUSH_COLUMNS,
 };
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
@@ -24,7 +25,7 @@ use replay_kernels::ssm::shapes::ModelShape;
 use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
 use replay_runtime::tune::space::values_of;
 use replay_runtime::tune::{Autotuner, Fill, Problem, Scheme, SearchSpace, TuneSource, Tuned, Values};
-use replay_runtime::{Backend, Graph, Grid, RuntimeError, Stream};
+use replay_runtime::{Backend, Graph, RuntimeError, Stream};
 use serde::Serialize;
 
 type Result<T> = std::result::Result<T, RuntimeError>;
@@ -276,12 +277,11 @@ pub fn tune_conventional(
     .axis("num_warps", CONVENTIONAL_WARPS)
     .axis("min_blocks", MIN_BLOCKS)
     .register_limit();
-    let rows = shape.heads * shape.dv;
-    let mut problem = Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| {
-        Grid::new(batch as u32, (rows / c.BV) as u32, 1)
-    })
-    .scalar("batch", batch as i32)
-    .scalar("slots", batch as i32 + 1);
+    let shape_ = *shape;
+    let mut problem =
+        Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| flat_row_grid(&shape_, batch, c.BV))
+            .scalar("batch", batch as i32)
+            .scalar("slots", batch as i32 + 1);
     for (n, f) in param_fills(batch) {
         problem = problem.fill(n, f);
     }
@@ -349,8 +349,8 @@ pub fn tune_replay_tiles(
         .axis("EARLY", early_values(batch))
         .axis("FC", flush_column_values(batch))
         .register_limit();
-    let rows = shape.heads * shape.dv;
-    let mut problem = Problem::new(move |c: &C| Grid::new(batch as u32, (rows / c.BV) as u32, 1))
+    let shape_ = *shape;
+    let mut problem = Problem::new(move |c: &C| flat_row_grid(&shape_, batch, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .scalar("next_drafts", 0)
@@ -398,8 +398,8 @@ pub fn tune_verify_tiles(
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .register_limit();
-    let rows = shape.heads * shape.dv;
-    let mut problem = Problem::new(move |c: &C| Grid::new(batch as u32, (rows / c.BV) as u32, 1))
+    let shape_ = *shape;
+    let mut problem = Problem::new(move |c: &C| head_block_grid(&shape_, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .scalar("n_drafts", drafts as i32)
@@ -449,8 +449,8 @@ pub fn tune_fold_tiles(
     let flushing = *verify_states(window, drafts, accepted)
         .last()
         .expect("a cycle ends with a flush");
-    let rows = shape.heads * shape.dv;
-    let mut problem = Problem::new(move |c: &C| Grid::new(batch as u32, (rows / c.BV) as u32, 1))
+    let shape_ = *shape;
+    let mut problem = Problem::new(move |c: &C| head_block_grid(&shape_, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .fill("meta", cycle_meta([flushing]));

@@ -4,6 +4,7 @@
 
 use super::io::{Mamba2Weights, StepIo};
 use super::launch::{buf, AdmitKernel};
+use super::plan::{flat_row_grid, head_block_grid};
 use super::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, Result};
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
@@ -142,21 +143,14 @@ impl LayerCore {
         ]
     }
 
-    /// The grid of a replay layer kernel: one program per row, `hb` value heads and `bv` value
-    /// rows.
+    /// [`head_block_grid`] of this layer's shape and batch.
     pub(super) fn grid(&self, hb: usize, bv: usize) -> Grid {
-        Grid::new(
-            self.batch as u32,
-            (self.shape.heads / hb) as u32,
-            self.shape.dv.div_ceil(bv) as u32,
-        )
+        head_block_grid(&self.shape, self.batch, hb, bv)
     }
 
-    /// The grid of a conventional kernel (flat row tiling): one program per row and `bv` of
-    /// the `heads · dv` state rows, `(batch, heads·dv / bv, 1)` (`bv` divides the rows of a
-    /// group, so it divides `heads · dv`).
+    /// [`flat_row_grid`] of this layer's shape and batch.
     pub(super) fn flat_grid(&self, bv: usize) -> Grid {
-        Grid::new(self.batch as u32, (self.shape.heads * self.shape.dv / bv) as u32, 1)
+        flat_row_grid(&self.shape, self.batch, bv)
     }
 
     /// Slot `slot` of a per-slot state buffer (`[.., heads, dv, dk]`), read back as f64.

@@ -1,7 +1,21 @@
 //! Tile shapes and the plans of the two managers, and what the next counter-touching launch is.
 
 use replay_kernels::ssm::shapes::ModelShape;
+use replay_runtime::Grid;
 use serde::Serialize;
+
+/// The grid of a kernel tiling flat rows (the conventional kernels and the replay step): one
+/// program per batch row and `bv` of the `heads · dv` state rows, `(batch, heads·dv / bv, 1)`
+/// (`bv` divides the rows of a group, so it divides `heads · dv`).
+pub fn flat_row_grid(shape: &ModelShape, batch: usize, bv: usize) -> Grid {
+    Grid::new(batch as u32, (shape.heads * shape.dv / bv) as u32, 1)
+}
+
+/// The grid of a kernel tiling heads (the verification and its fold): one program per batch
+/// row, `hb` value heads and `bv` value rows, `(batch, heads / hb, ⌈dv / bv⌉)`.
+pub fn head_block_grid(shape: &ModelShape, batch: usize, hb: usize, bv: usize) -> Grid {
+    Grid::new(batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32)
+}
 
 /// The replay step's default key columns per flush block (`FC`).
 pub const DEFAULT_FLUSH_COLUMNS: usize = 32;
