@@ -113,8 +113,8 @@ impl ReplayPlan {
     /// A plan with default tiles for `shape` (before tuning): 4 warps, no occupancy hint; for
     /// the step `BV` the largest power of two up to 64 dividing the state rows of a group (its
     /// flat row tiling), for the verification and its fold `BV = min(32, dv)` rounded to a
-    /// power of two and `HB` the largest divisor of the heads per group up to 4 (what tuning
-    /// picks most often on an H200 at batch 256: `bench/NOTES.md`).
+    /// power of two and `HB` the largest divisor of the heads per group up to 4, the fold's `FC`
+    /// all key columns (what tuning picks most often on an H200 at batch 256: `bench/NOTES.md`).
     pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
         let hb_up_to = |most: usize| (1..=most).rev().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
@@ -137,7 +137,12 @@ impl ReplayPlan {
             max_drafts,
             step: tiles(step_bv, 1),
             verify: tiles(32usize.min(shape.dv.next_power_of_two()), hb_up_to(4)),
-            fold: tiles(32usize.min(shape.dv.next_power_of_two()), hb_up_to(4)),
+            // The fold: one block of all key columns (its loads issued at once), as tuning
+            // picks at every batch measured.
+            fold: Tiles {
+                flush_columns: shape.dk,
+                ..tiles(32usize.min(shape.dv.next_power_of_two()), hb_up_to(4))
+            },
         }
     }
 }
