@@ -261,6 +261,14 @@ fn param_fills(batch: usize) -> Vec<(&'static str, Fill)> {
     ]
 }
 
+/// The record ring's `dt'`: softplus outputs (positive, as the kernels write them). The
+/// default fill, uniform in ±1, would put negative `dt'` in the ring, whose decays then grow
+/// without bound and make correct tilings disagree (the tuner compares every candidate's
+/// outputs with the first one's).
+fn ring_fills() -> Vec<(&'static str, Fill)> {
+    vec![("rec_dt", Fill::Uniform(0.01, 0.7))]
+}
+
 /// Tiles of the conventional kernel (`BV × num_warps`).
 pub fn tune_conventional(
     tuner: &mut Autotuner,
@@ -356,7 +364,7 @@ pub fn tune_replay_tiles(
         .scalar("next_drafts", 0)
         .fill("meta", cycle_meta(window_states(window)))
         .fill("meta_out", Fill::Constant(0.0));
-    for (n, f) in param_fills(batch) {
+    for (n, f) in param_fills(batch).into_iter().chain(ring_fills()) {
         problem = problem.fill(n, f);
     }
     for (n, v) in shape_sizes(shape, batch, gated) {
@@ -404,7 +412,7 @@ pub fn tune_verify_tiles(
         .scalar("slots", batch as i32 + 1)
         .scalar("n_drafts", drafts as i32)
         .fill("meta", cycle_meta(verify_states(window, drafts, accepted)));
-    for (n, f) in param_fills(batch) {
+    for (n, f) in param_fills(batch).into_iter().chain(ring_fills()) {
         problem = problem.fill(n, f);
     }
     for (n, v) in shape_sizes(shape, batch, gated) {
@@ -455,7 +463,11 @@ pub fn tune_fold_tiles(
         .scalar("slots", batch as i32 + 1)
         .fill("meta", cycle_meta([flushing]));
     // The fold reads A and the slots, not dt_bias.
-    for (n, f) in param_fills(batch).into_iter().filter(|(n, _)| *n != "dt_bias") {
+    for (n, f) in param_fills(batch)
+        .into_iter()
+        .chain(ring_fills())
+        .filter(|(n, _)| *n != "dt_bias")
+    {
         problem = problem.fill(n, f);
     }
     for (n, v) in shape_sizes(shape, batch, false) {
