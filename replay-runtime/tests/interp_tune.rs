@@ -96,6 +96,13 @@ fn tunes_records_and_caches() {
         TuneSource::Tuned
     );
     assert_eq!(TuneCache::open(&path).len(), 2);
+    // The same key with a space that no longer contains the cached best (another shape of the
+    // same bucket would bring other shape constexprs): tuned again, never the cached values.
+    let other = if tuned.config.block == 32 { 64 } else { 32 };
+    let narrower = SearchSpace::new().axis("BLOCK", [other]).axis("num_warps", [4]);
+    let retuned = t2.tune::<Add>(&narrower, &problem(200)).unwrap();
+    assert_eq!(retuned.source, TuneSource::Tuned);
+    assert_eq!(retuned.config.block, other);
 
     // force re-tunes; off takes the first valid candidate without timing.
     let mut forced = tuner(&d, &path, TuneMode::Force);

@@ -97,6 +97,19 @@ impl<C: ConfigValues> SearchSpace<C> {
         self
     }
 
+    /// Whether `values` (a configuration's, e.g. a cached best) is a point of this space: one
+    /// of the explicit candidates, or on every axis one of its values. Cache keys bucket the
+    /// problem sizes, so a cached result may come from another shape in the same bucket, with
+    /// other shape constexprs: it must not be used then.
+    pub fn admits(&self, values: &Values) -> bool {
+        let on_axes = !self.axes.is_empty()
+            && self
+                .axes
+                .iter()
+                .all(|(name, vs)| values.get(name).is_some_and(|v| vs.contains(v)));
+        on_axes || self.explicit.iter().any(|c| &values_of(c) == values)
+    }
+
     /// Adds an axis of the product: constexpr (or `num_warps`) `name` takes each of `values`.
     /// The product of all axes is searched (the first axis varies slowest); names not given
     /// take their declared defaults.

@@ -388,7 +388,7 @@ impl Autotuner {
             });
         }
         let key = TuneKey::new(K::NAME, K::SOURCE, &info, &sizes);
-        if let Some((best, record)) = self.cached(&key) {
+        if let Some((best, record)) = self.cached(&key).filter(|(best, _)| space.admits(best)) {
             let named: Vec<(&str, i64)> = best.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             if let Ok(config) = K::Config::from_values(&named) {
                 return Ok(Tuned {
