@@ -11,7 +11,9 @@
 //! step writes poisoned before the step and every live slot found written (idle slots not),
 //! and the padding slot's counters in both buffers never written. Graph captures of an odd
 //! number of steps are refused, the replay tuning problems run on the interpreter, and the
-//! tuned plans choose each window jointly with tiles from the kernel-level shortlist.
+//! tuned plans choose each window jointly with tiles from the kernel-level shortlist. On a GPU
+//! or the emulator the decode and speculative checks also run at both benchmark models'
+//! shapes.
 
 mod ssm_support;
 
@@ -20,7 +22,7 @@ use replay::ssm::state::{
 };
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::{SlotStates, StepInput};
-use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
+use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST, NEMOTRON3_NANO_4B, NEMOTRON3_SUPER_120B};
 use replay_runtime::{Device, RuntimeError, Stream};
 use ssm_support::*;
 
@@ -65,15 +67,16 @@ fn admit(
 
 /// Decode over `3L + 4` steps with the join/leave [`events`]; `around_step(layer, before)` is
 /// called right before each step (`before = true`) and right after it.
+#[allow(clippy::too_many_arguments)]
 fn decode<L: DecodeLayer>(
     layer: &mut L,
     s: &Stream,
+    shape: ModelShape,
     l: usize,
     gated: bool,
     seed: u64,
     mut around_step: impl FnMut(&L, bool),
 ) {
-    let shape = CPU_TEST;
     let mut rng = Rng(seed);
     let p = random_params(&mut rng, shape);
     let mut truth = SlotStates::zeros(shape, SLOTS);
@@ -274,14 +277,14 @@ impl CounterModel {
     }
 }
 
-fn replay_decode(l: usize, gated: bool, seed: u64) {
+fn replay_decode(shape: ModelShape, l: usize, gated: bool, seed: u64) {
     let (_d, s) = device();
-    let p = random_params(&mut Rng(seed), CPU_TEST);
-    let plan = ReplayPlan::default_for(&CPU_TEST, l, 0);
-    let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, BATCH, SLOTS, gated, plan).unwrap();
+    let p = random_params(&mut Rng(seed), shape);
+    let plan = ReplayPlan::default_for(&shape, l, 0);
+    let mut st = Mamba2ReplayState::new(&s, shape, &p, BATCH, SLOTS, gated, plan).unwrap();
     let mut model = CounterModel::new(&st, &s, SLOTS);
     let (mut step, mut live_before) = (0, Vec::new());
-    decode(&mut st, &s, l, gated, seed, |st, before| {
+    decode(&mut st, &s, shape, l, gated, seed, |st, before| {
         let m = &mut model;
         let live: Vec<usize> = st.slots().iter().filter(|&&x| x != 0).map(|&x| x as usize).collect();
         if before {
@@ -303,17 +306,17 @@ fn replay_decode(l: usize, gated: bool, seed: u64) {
 
 #[test]
 fn replay_decode_window_4_gated() {
-    replay_decode(4, true, 11);
+    replay_decode(CPU_TEST, 4, true, 11);
 }
 
 #[test]
 fn replay_decode_window_3_ungated() {
-    replay_decode(3, false, 12);
+    replay_decode(CPU_TEST, 3, false, 12);
 }
 
 #[test]
 fn replay_decode_window_1_is_conventional() {
-    replay_decode(1, true, 13);
+    replay_decode(CPU_TEST, 1, true, 13);
 }
 
 #[test]
@@ -322,16 +325,15 @@ fn conventional_decode_same_interface() {
     let p = random_params(&mut Rng(14), CPU_TEST);
     let plan = ConventionalPlan::default_for(&CPU_TEST, 0);
     let mut st = Mamba2ConventionalState::new(&s, CPU_TEST, &p, BATCH, SLOTS, true, plan).unwrap();
-    decode(&mut st, &s, 4, true, 14, |_, _| {});
+    decode(&mut st, &s, CPU_TEST, 4, true, 14, |_, _| {});
 }
 
 /// Random mixes of decode steps and verifications of random draft counts with random
 /// accepted counts per row; every output equals the recurrence on the accepted history, and
 /// the counters follow the host model after every launch. Row 2 joins at iteration 3; row 1
 /// leaves at `iters / 2` and a new sequence takes its row (and slot) two iterations later.
-fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
+fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
     let (_d, s) = device();
-    let shape = CPU_TEST;
     let mut rng = Rng(seed);
     let p = random_params(&mut rng, shape);
     let plan = ReplayPlan::default_for(&shape, l, t_max);
@@ -456,22 +458,54 @@ fn speculative(l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
 
 #[test]
 fn speculative_random_drafts_and_acceptance() {
-    speculative(6, 4, true, 18, 21);
+    speculative(CPU_TEST, 6, 4, true, 18, 21);
 }
 
 #[test]
 fn speculative_ungated_t_equals_l() {
-    speculative(3, 3, false, 12, 22);
+    speculative(CPU_TEST, 3, 3, false, 12, 22);
 }
 
 #[test]
 fn replay_decode_window_16_gated() {
-    replay_decode(16, true, 15);
+    replay_decode(CPU_TEST, 16, true, 15);
 }
 
 #[test]
 fn replay_decode_window_32_ungated() {
-    replay_decode(32, false, 16);
+    replay_decode(CPU_TEST, 32, false, 16);
+}
+
+/// Whether the model-shape tests run: on a GPU (`REPLAY_SSM_DEVICE=cuda`) or the PTX emulator
+/// (`REPLAY_SSM_DEVICE=emulator`, about 2.5 minutes for both); the interpreter would take
+/// hours at these shapes.
+fn model_shapes_run() -> bool {
+    let on = matches!(std::env::var("REPLAY_SSM_DEVICE").as_deref(), Ok("cuda" | "emulator"));
+    if !on {
+        println!("skipped: the model shapes run on a GPU or the emulator (REPLAY_SSM_DEVICE)");
+    }
+    on
+}
+
+/// Replay decoding at both benchmark models' shapes (default plans) against the float64
+/// recurrence: ≥ 3 windows, staggered rows, rows leaving and joining, `z` on and off.
+#[test]
+fn replay_decode_model_shapes() {
+    if model_shapes_run() {
+        replay_decode(NEMOTRON3_SUPER_120B, 16, true, 51);
+        replay_decode(NEMOTRON3_NANO_4B, 16, false, 52);
+    }
+}
+
+/// Speculative verification at both benchmark models' shapes (default plans, `T = 8`):
+/// random draft and accepted counts mixed with decode steps, against the recurrence on the
+/// accepted tokens only.
+#[test]
+fn speculative_model_shapes() {
+    if model_shapes_run() {
+        speculative(NEMOTRON3_SUPER_120B, 16, 8, true, 24, 53);
+        speculative(NEMOTRON3_NANO_4B, 16, 8, true, 24, 54);
+    }
 }
 
 /// A replay graph must hold an even number of decode steps (each flips the current counter
