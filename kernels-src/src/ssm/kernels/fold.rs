@@ -1,6 +1,6 @@
 //! The pre-flush of a verification: the committed records folded into the checkpoints.
 
-use super::record_rows;
+use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
 /// Folds, for every row whose flush flag is set (`h + n > L` before a verification of `n`
@@ -58,11 +58,8 @@ pub fn mamba2_fold(
         if flush {
             let start = load(mrow, true);
             let h = load(mrow + 1, true);
-            let slot64 = slot.cast::<i64>();
-            let ring_dt = rec_dt + slot64 * (cap * HEADS);
-            let ring_x = rec_x + slot64 * (cap * HEADS * DV);
-            let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
-            let state = ckpt + slot64 * (HEADS * DV * DK);
+            let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, cap, HEADS, GROUPS, DK, DV);
+            let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
             // Row i: record h - 1 - i at ring position start + h - 1 - i (< 2·cap: one wrap).
             let i = arange(nr);
             let committed = i < h;

@@ -65,16 +65,16 @@
 //! - **Decode step** — one launch per SSM layer, nothing else: each layer launches
 //!   [`replay::mamba2_replay_step`] with `meta` = the current buffer and `meta_out` = the
 //!   other one, and `next_drafts` = the next step's kind (`0`: a decode step; `n`: a
-//!   verification of `n` drafts). One program per row (`program_id(1) == 0 &&
-//!   program_id(2) == 0`) writes the row's advanced counters to `meta_out` (`h + 1`, or `0`
+//!   verification of `n` drafts). One program per row (`program_id(1) == 0`) writes the row's advanced counters to `meta_out` (`h + 1`, or `0`
 //!   after a flush, `start` kept, the next flag), which commits the record the step appended;
 //!   padding rows write nothing. Every layer of the step reads the same current buffer and
 //!   writes the same values to the other, so the layers of a model may share both. After the
 //!   step (all layers) the other buffer becomes current.
 //! - **Verification** — [`verify::mamba2_verify`] then [`fold::mamba2_fold`] per layer read
-//!   the current buffer (the fold acts on the rows whose flag says so); after the sampler, **one** [`commit::mamba2_commit`] for the whole model (`after_verify = 1`,
-//!   the accepted counts in device memory) advances the current buffer in place and sets the
-//!   flags for the next step's kind. Which buffer is current does not change.
+//!   the current buffer (the fold acts on the rows whose flag says so); after the sampler,
+//!   **one** [`commit::mamba2_commit`] for the whole model (`after_verify = 1`, the accepted
+//!   counts in device memory) advances the current buffer in place and sets the flags for the
+//!   next step's kind. Which buffer is current does not change.
 //! - Admitting a sequence writes its counters into the current buffer; nothing needs the
 //!   other buffer's stale line of that slot, which the next decode step overwrites.
 //!
@@ -99,6 +99,43 @@ pub mod spec_baseline;
 pub mod verify;
 
 use replay_dsl::prelude::*;
+
+/// Slot `slot`'s record ring and checkpoint: the first element of each (layout above).
+pub(super) struct SlotBuffers {
+    /// `rec_dt` of the slot, `[CAP, HEADS]`.
+    pub dt: Tile<Ptr<f32>>,
+    /// `rec_x` of the slot, `[CAP, HEADS, DV]`.
+    pub x: Tile<Ptr<bf16>>,
+    /// `rec_b` of the slot, `[CAP, GROUPS, DK]`.
+    pub b: Tile<Ptr<bf16>>,
+    /// The slot's checkpoint, `[HEADS, DV, DK]`.
+    pub ckpt: Tile<Ptr<f32>>,
+}
+
+/// [`SlotBuffers`] of `slot` (offsets in 64 bits; `cap = L + T`, then the shape's
+/// `HEADS`, `GROUPS`, `DK`, `DV`).
+#[kernel_fn]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn slot_buffers(
+    slot: Tile<i32>,
+    rec_dt: Tile<Ptr<f32>>,
+    rec_x: Tile<Ptr<bf16>>,
+    rec_b: Tile<Ptr<bf16>>,
+    ckpt: Tile<Ptr<f32>>,
+    cap: usize,
+    heads: usize,
+    groups: usize,
+    dk: usize,
+    dv: usize,
+) -> SlotBuffers {
+    let s = slot.cast::<i64>();
+    SlotBuffers {
+        dt: rec_dt + s * (cap * heads),
+        x: rec_x + s * (cap * heads * dv),
+        b: rec_b + s * (cap * groups * dk),
+        ckpt: ckpt + s * (heads * dv * dk),
+    }
+}
 
 /// `meta[s][META_START]`: ring position of the first committed record of slot `s`.
 pub const META_START: usize = 0;

@@ -1,7 +1,7 @@
 //! The replay decode step (ReplaySSM algorithm 1) for a whole batch in one launch.
 
 use super::commit::advance_counters;
-use super::record_rows;
+use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
 /// The most value heads `BV` consecutive flat state rows (starting at a multiple of `BV`) touch
@@ -134,9 +134,10 @@ pub fn mamba2_replay_step(
     let kk = arange(DK);
     let slot = load(slot_idx + row, true);
     if slot != 0 {
-        let slot64 = slot.cast::<i64>();
+        let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, cap, HEADS, GROUPS, DK, DV);
+        let (ring_dt, ring_x, ring_b) = (ring.dt, ring.x, ring.b);
         // The checkpoint tile of the non-flush branch, [BV, DK].
-        let srow = ckpt + slot64 * (HEADS * DV * DK) + (r * DK).expand_dims(1);
+        let srow = ring.ckpt + (r * DK).expand_dims(1);
         let load_state = || load(srow + kk.expand_dims(0), true);
         // EARLY: issued before the counters are read (one memory latency less per step; the
         // flush rows read it for nothing).
@@ -145,9 +146,6 @@ pub fn mamba2_replay_step(
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
         let flush = load(mrow + 2, true) != 0;
-        let ring_dt = rec_dt + slot64 * (cap * HEADS);
-        let ring_x = rec_x + slot64 * (cap * HEADS * DV);
-        let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
         // Tile row i holds record j = h - i (row 0: this step's record).
         let i = arange(nr);
         let current = (i == 0).expand_dims(1);

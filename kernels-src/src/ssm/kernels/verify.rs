@@ -1,6 +1,6 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
-use super::record_rows;
+use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
 /// Fewest draft columns of the verification's matrix products: `T` is padded up to this many
@@ -106,11 +106,8 @@ pub fn mamba2_verify(
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
-        let slot64 = slot.cast::<i64>();
-        let ring_dt = rec_dt + slot64 * (cap * HEADS);
-        let ring_x = rec_x + slot64 * (cap * HEADS * DV);
-        let ring_b = rec_b + slot64 * (cap * GROUPS * DK);
-        let state = ckpt + slot64 * (HEADS * DV * DK);
+        let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, cap, HEADS, GROUPS, DK, DV);
+        let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
         // The row's first token in the inputs; ring positions (start + j < cap + L: one wrap).
         let tok0 = row * n;
         let wrap = |p: Tile<i32>| select(p >= cap as i32, p - cap as i32, p);
