@@ -18,8 +18,9 @@ use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::fold::mamba2_fold;
+use replay_kernels::ssm::kernels::record_rows;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
-use replay_kernels::ssm::kernels::verify::mamba2_verify;
+use replay_kernels::ssm::kernels::verify::{mamba2_verify, MIN_DRAFT_COLUMNS};
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
@@ -42,7 +43,10 @@ pub fn traffic(shape: ModelShape, batch: usize) -> TrafficModel {
 
 /// `L*` for standard decoding (`ā = T = 1`) or for verifying `drafts` drafts with `accepted`
 /// accepted on average, and the candidates searched: `L*·{½, ¾, 1, 4/3, 2}` and 16, rounded,
-/// at least `max(T, 2)` and at most 64.
+/// at least `max(T, 2)` and at most 64; for verification also, for each, the largest window
+/// with the same record rows (`record_rows(L + tq)`, `tq` the padded draft columns): the
+/// verification works on all its record rows whatever `h`, so that window costs the same per
+/// non-flush verification and flushes less often.
 pub fn window_candidates(shape: ModelShape, drafts: usize, accepted: f64) -> (f64, Vec<usize>) {
     let t = traffic(shape, 1);
     let star = if drafts == 0 {
@@ -57,6 +61,11 @@ pub fn window_candidates(shape: ModelShape, drafts: usize, accepted: f64) -> (f6
         .chain([16])
         .map(|l| l.clamp(lo, 64))
         .collect();
+    if drafts > 0 {
+        let tq = drafts.next_power_of_two().max(MIN_DRAFT_COLUMNS);
+        let widest: Vec<usize> = c.iter().map(|&l| record_rows(l + tq) - tq).collect();
+        c.extend(widest.into_iter().filter(|l| (lo..=64).contains(l)));
+    }
     c.sort_unstable();
     c.dedup();
     // The rounded L* first: it is the default when tuning is off.
@@ -879,4 +888,27 @@ pub fn plans(
         l_star_verify: l_star_v,
         choices,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replay_kernels::ssm::shapes::NEMOTRON3_SUPER_120B;
+
+    /// Verification windows come with the largest window of the same record rows (Super,
+    /// T = 8: 16 → 24, 25/38/51 → 56; 64 has 128 rows, whose 120 is past the limit);
+    /// decoding windows are not widened. The rounded `L*` stays first.
+    #[test]
+    fn verification_windows_include_the_widest_of_each_row_count() {
+        let (star, c) = window_candidates(NEMOTRON3_SUPER_120B, 8, 6.0);
+        assert_eq!(c[0], star.round() as usize);
+        assert!(c.iter().all(|&l| (8..=64).contains(&l)), "{c:?}");
+        for &l in &c {
+            let widest = record_rows(l + 8) - 8;
+            assert!(widest > 64 || c.contains(&widest), "{l} without {widest}: {c:?}");
+        }
+        assert!(c.contains(&24) && c.contains(&56), "{c:?}");
+        let (_, d) = window_candidates(NEMOTRON3_SUPER_120B, 0, 1.0);
+        assert!(!d.contains(&32) && !d.contains(&24), "{d:?}");
+    }
 }
