@@ -26,6 +26,8 @@ struct Case {
     warps: u32,
     /// Key columns per flush block (`FC`) of both kernels.
     fc: usize,
+    /// Record rows per chunk of the fold (`RC`).
+    rc: usize,
     /// The verification's `PREFETCH`.
     prefetch: bool,
     /// The verification's `SHARED_WEIGHTS`.
@@ -91,6 +93,7 @@ fn run(case: Case) {
         hb,
         warps,
         fc,
+        rc: record_chunk,
         prefetch,
         shared_weights,
         seed,
@@ -127,6 +130,7 @@ fn run(case: Case) {
     let par = param_bufs(&s, &params);
     let config = ReplayConfig {
         fc,
+        rc: record_chunk,
         prefetch,
         shared_weights,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -270,6 +274,7 @@ fn speculative_window_4_drafts_3() {
         hb: 3,
         warps: 4,
         fc: 32,
+        rc: 64,
         prefetch: true,
         shared_weights: false,
         seed: 11,
@@ -289,6 +294,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         hb: 1,
         warps: 4,
         fc: 8,
+        rc: 4,
         prefetch: false,
         shared_weights: true,
         seed: 12,
@@ -308,6 +314,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         hb: 3,
         warps: 4,
         fc: 4,
+        rc: 4,
         prefetch: true,
         shared_weights: false,
         seed: 13,
@@ -444,6 +451,7 @@ fn every_tuning_point_matches_the_recurrence() {
             hb,
             warps,
             fc,
+            rc: if i % 2 == 0 { 4 } else { 64 },
             prefetch,
             shared_weights,
             seed: 200 + i as u64,

@@ -12,7 +12,7 @@
 
 use super::state::{
     flat_row_grid, head_block_grid, ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles,
-    DEFAULT_FLUSH_COLUMNS,
+    DEFAULT_FLUSH_COLUMNS, DEFAULT_RECORD_CHUNK,
 };
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
@@ -221,6 +221,7 @@ fn tiles_of(values: &Values) -> Tiles {
         prefetch: get("PREFETCH", 0) != 0,
         shared_weights: get("SHARED_WEIGHTS", 1) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
+        record_chunk: get("RC", DEFAULT_RECORD_CHUNK as i64) as usize,
     }
 }
 
@@ -462,6 +463,7 @@ pub fn tune_fold_tiles(
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
         .axis("FC", [16, 32, 64, 128])
+        .axis("RC", [16, DEFAULT_RECORD_CHUNK as i64])
         .register_limit();
     let flushing = *verify_states(window, drafts, accepted)
         .last()
@@ -486,7 +488,8 @@ pub fn tune_fold_tiles(
         .size("L", window as i64)
         .size("T", drafts as i64)
         .size("accepted", accepted as i64);
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * MIN_BLOCKS.len() * 8;
+    // × num_warps, FC, RC.
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * MIN_BLOCKS.len() * 16;
     let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;
     Ok((tiles_of(&values_of(&t.config)), t.source, points))
 }
@@ -651,6 +654,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("PREFETCH", tiles.prefetch as i64),
         ("SHARED_WEIGHTS", tiles.shared_weights as i64),
         ("FC", tiles.flush_columns as i64),
+        ("RC", tiles.record_chunk as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -20,6 +20,10 @@ pub fn head_block_grid(shape: &ModelShape, batch: usize, hb: usize, bv: usize) -
 /// The replay step's default key columns per flush block (`FC`).
 pub const DEFAULT_FLUSH_COLUMNS: usize = 32;
 
+/// The fold's default record rows per chunk (`RC`): at least the record rows of every window
+/// up to 64 (one chunk of all rows).
+pub const DEFAULT_RECORD_CHUNK: usize = 64;
+
 /// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB`
 /// (verification and fold only; 1 elsewhere), warps and the occupancy hint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -43,15 +47,19 @@ pub struct Tiles {
     /// The verification computes the weights of all its heads once, not per head (its
     /// `SHARED_WEIGHTS`; other kernels ignore it).
     pub shared_weights: bool,
-    /// Key columns per flush block of the replay step and the verification (their `FC`; other
-    /// kernels ignore it).
+    /// Key columns per flush block of the replay step and the fold (their `FC`; other kernels
+    /// ignore it).
     pub flush_columns: usize,
+    /// Record rows per chunk of the fold (its `RC`: only the chunks holding committed records
+    /// are folded; other kernels ignore it).
+    pub record_chunk: usize,
 }
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
     /// checkpoint load, `prefetch` with the next head's loads first, `wph` with weights per
-    /// head and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
+    /// head, `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`] and `rc=..` with other than
+    /// [`DEFAULT_RECORD_CHUNK`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -66,8 +74,13 @@ impl Tiles {
         } else {
             String::new()
         };
+        let rc = if self.record_chunk != DEFAULT_RECORD_CHUNK {
+            format!(" rc={}", self.record_chunk)
+        } else {
+            String::new()
+        };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{fc}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{fc}{rc}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -131,6 +144,7 @@ impl ReplayPlan {
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
+            record_chunk: DEFAULT_RECORD_CHUNK,
         };
         ReplayPlan {
             window,
@@ -177,6 +191,7 @@ impl ConventionalPlan {
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
+            record_chunk: DEFAULT_RECORD_CHUNK,
         };
         ConventionalPlan {
             decode: t,

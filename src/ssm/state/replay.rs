@@ -110,6 +110,7 @@ impl Mamba2ReplayState {
                         BV: tiles.bv,
                         HB: tiles.hb,
                         FC: tiles.flush_columns,
+                        RC: tiles.record_chunk,
                         num_warps: tiles.num_warps,
                         min_blocks: tiles.min_blocks,
                     },
