@@ -200,13 +200,18 @@ fn verify_hb_values(shape: &ModelShape) -> Vec<i64> {
     (1..=hpg).filter(|h| hpg % h == 0).collect()
 }
 
-fn fixed_axes<C: replay_dsl::ConfigValues>(space: SearchSpace<C>, shape: &ModelShape, gated: bool) -> SearchSpace<C> {
+/// The shape's constexprs (`HEADS`, `GROUPS`, `DK`, `DV`) as one-value axes.
+fn shape_axes<C: replay_dsl::ConfigValues>(space: SearchSpace<C>, shape: &ModelShape) -> SearchSpace<C> {
     space
         .axis("HEADS", [shape.heads as i64])
         .axis("GROUPS", [shape.groups as i64])
         .axis("DK", [shape.dk as i64])
         .axis("DV", [shape.dv as i64])
-        .axis("HAS_Z", [gated as i64])
+}
+
+/// [`shape_axes`] and the gate (`HAS_Z`).
+fn fixed_axes<C: replay_dsl::ConfigValues>(space: SearchSpace<C>, shape: &ModelShape, gated: bool) -> SearchSpace<C> {
+    shape_axes(space, shape).axis("HAS_Z", [gated as i64])
 }
 
 /// The tiles named in a kernel configuration's or a window candidate's values.
@@ -295,9 +300,9 @@ pub fn tune_conventional(
     .axis("num_warps", CONVENTIONAL_WARPS)
     .axis("min_blocks", MIN_BLOCKS)
     .register_limit();
-    let shape_ = *shape;
+    let grid_shape = *shape;
     let mut problem =
-        Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| flat_row_grid(&shape_, batch, c.BV))
+        Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| flat_row_grid(&grid_shape, batch, c.BV))
             .scalar("batch", batch as i32)
             .scalar("slots", batch as i32 + 1);
     for (n, f) in param_fills(batch) {
@@ -367,8 +372,8 @@ pub fn tune_replay_tiles(
         .axis("EARLY", early_values(batch))
         .axis("FC", flush_column_values(batch))
         .register_limit();
-    let shape_ = *shape;
-    let mut problem = Problem::new(move |c: &C| flat_row_grid(&shape_, batch, c.BV))
+    let grid_shape = *shape;
+    let mut problem = Problem::new(move |c: &C| flat_row_grid(&grid_shape, batch, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .scalar("next_drafts", 0)
@@ -416,8 +421,8 @@ pub fn tune_verify_tiles(
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .register_limit();
-    let shape_ = *shape;
-    let mut problem = Problem::new(move |c: &C| head_block_grid(&shape_, batch, c.HB, c.BV))
+    let grid_shape = *shape;
+    let mut problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .scalar("n_drafts", drafts as i32)
@@ -451,11 +456,7 @@ pub fn tune_fold_tiles(
     accepted: usize,
 ) -> Result<(Tiles, TuneSource, usize)> {
     type C = <mamba2_fold::Kernel as KernelDef>::Config;
-    let space = SearchSpace::<C>::new()
-        .axis("HEADS", [shape.heads as i64])
-        .axis("GROUPS", [shape.groups as i64])
-        .axis("DK", [shape.dk as i64])
-        .axis("DV", [shape.dv as i64])
+    let space = shape_axes(SearchSpace::<C>::new(), shape)
         .axis("L", [window as i64])
         .axis("T", [drafts as i64])
         .axis("BV", bv_values_replay(shape))
@@ -468,8 +469,8 @@ pub fn tune_fold_tiles(
     let flushing = *verify_states(window, drafts, accepted)
         .last()
         .expect("a cycle ends with a flush");
-    let shape_ = *shape;
-    let mut problem = Problem::new(move |c: &C| head_block_grid(&shape_, batch, c.HB, c.BV))
+    let grid_shape = *shape;
+    let mut problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .fill("meta", cycle_meta([flushing]));

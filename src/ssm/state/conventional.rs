@@ -38,9 +38,9 @@ impl Mamba2ConventionalState {
         plan: ConventionalPlan,
     ) -> Result<Mamba2ConventionalState> {
         let device = stream.device();
-        let decode_k = compile_layer_kernel!(mamba2_decode, device, shape, gated, plan.decode)?;
+        let decode_k = compile_layer_kernel!(mamba2_decode, device, shape, plan.decode, HAS_Z: gated)?;
         let spec_k = (plan.max_drafts > 0)
-            .then(|| compile_layer_kernel!(mamba2_spec_baseline, device, shape, gated, plan.spec))
+            .then(|| compile_layer_kernel!(mamba2_spec_baseline, device, shape, plan.spec, HAS_Z: gated))
             .transpose()?;
         let t = plan.max_drafts;
         let total = slots + batch * t;

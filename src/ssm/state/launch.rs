@@ -8,10 +8,10 @@ use replay_runtime::launch::check::scalar_ints;
 use replay_runtime::launch::kernel::Engine;
 use replay_runtime::{ArgValue, CompiledKernel, Device, DeviceBuffer, Grid, KernelExt, RuntimeError, Stream};
 
-/// Compiles the layer kernel `$kernel` (a module with `Kernel` and `Config`) for `$shape`, the
-/// gate and `$tiles` (`BV`, warps), plus any kernel-specific `Config` fields (`L`, `T`, `HB`).
+/// Compiles the layer kernel `$kernel` (a module with `Kernel` and `Config`) for `$shape` and
+/// `$tiles` (`BV`, warps), plus its other `Config` fields (`HAS_Z`, `L`, `T`, `HB`, …).
 macro_rules! compile_layer_kernel {
-    ($kernel:ident, $device:expr, $shape:expr, $gated:expr, $tiles:expr $(, $field:ident: $value:expr)* $(,)?) => {
+    ($kernel:ident, $device:expr, $shape:expr, $tiles:expr $(, $field:ident: $value:expr)* $(,)?) => {
         $kernel::Kernel::compile(
             $device,
             $kernel::Config {
@@ -19,7 +19,6 @@ macro_rules! compile_layer_kernel {
                 GROUPS: $shape.groups,
                 DK: $shape.dk,
                 DV: $shape.dv,
-                HAS_Z: $gated,
                 BV: $tiles.bv,
                 num_warps: $tiles.num_warps,
                 min_blocks: $tiles.min_blocks,

@@ -131,6 +131,7 @@ impl ReplayPlan {
     pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
         let hb_up_to = |most: usize| (1..=most).rev().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
+        let head_bv = 32usize.min(shape.dv.next_power_of_two());
         let mut step_bv = 64;
         while !(hpg * shape.dv).is_multiple_of(step_bv) {
             step_bv /= 2;
@@ -150,12 +151,12 @@ impl ReplayPlan {
             window,
             max_drafts,
             step: tiles(step_bv, 1),
-            verify: tiles(32usize.min(shape.dv.next_power_of_two()), hb_up_to(4)),
+            verify: tiles(head_bv, hb_up_to(4)),
             // The fold: one block of all key columns (its loads issued at once), as tuning
             // picks at every batch measured.
             fold: Tiles {
                 flush_columns: shape.dk,
-                ..tiles(32usize.min(shape.dv.next_power_of_two()), hb_up_to(4))
+                ..tiles(head_bv, hb_up_to(4))
             },
         }
     }

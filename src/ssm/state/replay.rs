@@ -88,33 +88,17 @@ impl Mamba2ReplayState {
         let (l, t) = (plan.window, plan.max_drafts);
         let cap = l + t;
         let (h, dv, dk, g) = (shape.heads, shape.dv, shape.dk, shape.groups);
-        let step_k = compile_layer_kernel!(mamba2_replay_step, device, shape, gated, plan.step, L: l, T: t, EARLY: plan.step.early, FC: plan.step.flush_columns)?;
+        let step_k = compile_layer_kernel!(mamba2_replay_step, device, shape, plan.step, HAS_Z: gated, L: l, T: t, EARLY: plan.step.early, FC: plan.step.flush_columns)?;
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, gated, tiles, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights)
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights)
             })
             .transpose()?;
         let fold_k = (t > 0)
             .then(|| {
                 let tiles = plan.fold;
-                mamba2_fold::Kernel::compile(
-                    device,
-                    mamba2_fold::Config {
-                        HEADS: h,
-                        GROUPS: g,
-                        DK: dk,
-                        DV: dv,
-                        L: l,
-                        T: t,
-                        BV: tiles.bv,
-                        HB: tiles.hb,
-                        FC: tiles.flush_columns,
-                        RC: tiles.record_chunk,
-                        num_warps: tiles.num_warps,
-                        min_blocks: tiles.min_blocks,
-                    },
-                )
+                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, RC: tiles.record_chunk)
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(

@@ -125,17 +125,16 @@ pub fn mamba2_verify(
         let pos_d = wrap(start + h + s);
         let kk = arange(DK);
 
-        // Key columns `cols` of the group's rows `r` in a [tokens, GROUPS, DK] buffer.
-        let krow = |base: Tile<Ptr<bf16>>, r: Tile<i32>, cols: Tile<i32>| {
-            base + (r * GROUPS + g).expand_dims(1) * DK + cols.expand_dims(0)
-        };
+        // The group's keys of rows `r` in a [tokens, GROUPS, DK] buffer, [len r, DK].
+        let krow =
+            |base: Tile<Ptr<bf16>>, r: Tile<i32>| base + (r * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0);
         // The group's queries Qᵀ [DK, tq], keys of the records [nr, DK] and Kᵀ Q [nr, tq].
         let q_bf = load(
             cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + kk.expand_dims(1),
             true,
         );
-        let k_draft = load(krow(bmat, tok0 + i, kk), draft_row.expand_dims(1));
-        let keys = load_or(krow(ring_b, pos, kk), committed.expand_dims(1), k_draft);
+        let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
+        let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
         let kq = dot(keys, q_bf); // bf16 products are exact in f32
         let q_t = q_bf.cast::<f32>();
 
@@ -153,9 +152,8 @@ pub fn mamba2_verify(
         // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
         let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
         let xoff_t = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
-        // A head's checkpoint rows, key columns `cols`.
-        let sptr_of =
-            |head: Tile<i32>, cols: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + cols.expand_dims(0);
+        // A head's checkpoint rows [BV, DK].
+        let sptr_of = |head: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
         // A head's loads (none where `m` is false), all issued before its products: the
         // checkpoint rows [BV, DK], the records' x of the value rows [nr, BV], and the drafts'
         // x and z [BV, tq] (z: the drafts' x again, unused, without HAS_Z).
@@ -166,7 +164,7 @@ pub fn mamba2_verify(
             let xo = xoff(head, tok_s);
             let x_s = load(x + xo, vm & m);
             let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
-            (load(sptr_of(head, kk), vm & m), x_rec, x_s, z_s)
+            (load(sptr_of(head), vm & m), x_rec, x_s, z_s)
         };
         // The per-head vectors of all HB heads at once, before the head loop, with the head
         // axis first (HB rounded up to a power of two, the extra lanes masked off).
@@ -272,6 +270,6 @@ pub fn mamba2_verify(
         }
         // The drafts' keys, by one program per group.
         let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
-        store(krow(ring_b, pos_d, kk), load(krow(bmat, tok0 + s, kk), bmask), bmask);
+        store(krow(ring_b, pos_d), load(krow(bmat, tok0 + s), bmask), bmask);
     }
 }
