@@ -47,6 +47,7 @@ fn case(m: usize, n: usize, k: usize, warps: u32, ops: Operands, acc: bool) -> D
         ops,
         acc,
         precision: DotPrecision::Tf32x3,
+        b_k_major: false,
     }
 }
 
@@ -194,6 +195,32 @@ fn verification_shapes_use_mma() {
             let c = case(m, n, k, warps, ops, acc);
             for p in ptx(c) {
                 assert!(p.contains("mma.sync.aligned"), "{c:?}");
+            }
+        }
+    }
+}
+
+/// A tf32 dot whose operands are both loaded contiguous along K reads its fragments from
+/// registers: A in 16-byte loads, no staging in shared memory and no barrier (one warp, or
+/// warps that each hold whole m16n8 tiles); warps that split K still meet in shared memory.
+#[test]
+fn k_major_operands_stay_in_registers() {
+    for ops in [Operands::F32, Operands::F32Bf16Cast] {
+        for (m, n, k, warps, split) in [(16, 8, 128, 1, false), (64, 8, 128, 4, false), (32, 8, 128, 4, true)] {
+            let c = DotCase {
+                b_k_major: true,
+                ..case(m, n, k, warps, ops, false)
+            };
+            for p in ptx(c) {
+                assert!(p.contains(TF32), "{c:?}: no tf32 mma\n{p}");
+                assert!(p.contains("ld.global.v4.f32"), "{c:?}: A not in 16-byte loads\n{p}");
+                assert_eq!(p.contains("bar.sync"), split, "{c:?}: barriers\n{p}");
+                assert_eq!(p.contains("ld.shared"), split, "{c:?}: shared-memory reads\n{p}");
+                let mmas = p.matches(TF32).count();
+                let tiles = (m / 16 * n / 8).div_ceil(warps as usize).max(1);
+                let k_steps = if split { k / 8 / 2 } else { k / 8 };
+                let terms = per_tile(ops, 8);
+                assert_eq!(mmas, tiles * k_steps * terms, "{c:?}: every k-step unrolled\n{p}");
             }
         }
     }

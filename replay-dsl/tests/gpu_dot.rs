@@ -1,6 +1,7 @@
 //! `dot` / `dot_acc` on the GPU against the interpreter: for each shape (M 16..128, N 8..64,
 //! K 8..128), operand types (f32 × f32, f32 × bf16-cast, f16-cast × f32, bf16 × bf16,
-//! f16 × f16, bf16-cast × bf16-cast), with and without a loaded accumulator, at 1, 4 and 8 warps, on fresh random
+//! f16 × f16, bf16-cast × bf16-cast; B stored N- or, for f32 operands, K-contiguous, which
+//! reads tf32 operands from registers), with and without a loaded accumulator, at 1, 4 and 8 warps, on fresh random
 //! inputs (seed printed; `REPLAY_SEED` replays) and a poisoned output, every element must
 //! satisfy `|gpu − interpreter| ≤ 1e-6 · (|acc| + Σ_k |a_ik| |b_kj|)` (docs/SEMANTICS.md,
 //! `Dot`). Shapes that fit the tensor cores run `mma.sync` (3xTF32 for f32 operands); the
@@ -66,7 +67,8 @@ fn run_case(gpu: &Gpu, rng: &mut Rand, c: DotCase) -> Result<f64, String> {
                 let idx = p * m * n + i * n + j;
                 let (mut exact, mut scale) = (cv[idx], cv[idx].abs());
                 for l in 0..kk {
-                    let prod = av[p * m * kk + i * kk + l] * bv[p * kk * n + l * n + j];
+                    let bi = if c.b_k_major { j * kk + l } else { l * n + j };
+                    let prod = av[p * m * kk + i * kk + l] * bv[p * kk * n + bi];
                     exact += prod;
                     scale += prod.abs();
                 }
@@ -130,7 +132,15 @@ fn dots_match_the_interpreter() {
     for (m, n, k) in shapes {
         for ops in Operands::ALL {
             for (warps, precision) in [1, 4, 8].into_iter().flat_map(|w| PRECISIONS.map(|p| (w, p))) {
-                for acc in [false, true] {
+                // B K-major only where the operands are f32 (or casts to it).
+                let layouts: &[bool] = match ops {
+                    Operands::F32 | Operands::F32Bf16Cast | Operands::F16CastF32 => &[false, true],
+                    _ => &[false],
+                };
+                for (acc, &b_k_major) in [false, true]
+                    .into_iter()
+                    .flat_map(|a| layouts.iter().map(move |b| (a, b)))
+                {
                     let c = DotCase {
                         m,
                         n,
@@ -139,6 +149,7 @@ fn dots_match_the_interpreter() {
                         ops,
                         acc,
                         precision,
+                        b_k_major,
                     };
                     match run_case(&gpu, &mut rng, c) {
                         Ok(worst) => summary.push(format!("{c:?}: worst {worst:.2e}")),

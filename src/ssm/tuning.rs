@@ -24,7 +24,8 @@ use replay_kernels::ssm::kernels::verify::{mamba2_verify, MIN_DRAFT_COLUMNS};
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
-use replay_runtime::tune::space::values_of;
+use replay_runtime::tune::space::{value_of, values_of};
+use replay_runtime::tune::PruneContext;
 use replay_runtime::tune::{Autotuner, Fill, Problem, Scheme, SearchSpace, TuneSource, Tuned, Values};
 use replay_runtime::{Backend, Graph, RuntimeError, Stream};
 use serde::Serialize;
@@ -177,11 +178,22 @@ fn early_values(batch: usize) -> Vec<i64> {
     }
 }
 
-/// Occupancy hints searched (`min_blocks`): ptxas caps the registers to fit that many programs
-/// per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`]. Two values
-/// keep a tuning run of both models and five batches within minutes (each point is a module
-/// load and a timing).
-const MIN_BLOCKS: [i64; 2] = [1, 2];
+/// Occupancy hints on the `min_blocks` axis: ptxas caps the registers to fit that many
+/// programs per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`].
+/// [`useful_occupancy_hint`] keeps two per warp count ([`OCCUPANCY_HINTS`]), which keeps a
+/// tuning run of both models and five batches within minutes (each point is a module load and
+/// a timing).
+const MIN_BLOCKS: [i64; 3] = [1, 2, 4];
+/// The `min_blocks` values kept per warp count: none, and the one capping registers at 128.
+const OCCUPANCY_HINTS: usize = 2;
+
+/// Keeps the occupancy hints that change something: none (`min_blocks = 1`), or as many
+/// programs as make 16 warps per SM, which caps ptxas at 128 registers per thread (4 programs
+/// of 4 warps, 2 of 8; 2 programs of 4 warps would allow all 255).
+fn useful_occupancy_hint<C: replay_dsl::ConfigValues>(c: &C, _: &PruneContext<'_>) -> bool {
+    let get = |name| value_of(c, name).unwrap_or(1);
+    get("min_blocks") == 1 || get("min_blocks") * get("num_warps") == 16
+}
 
 /// Warps searched for the conventional kernel.
 const CONVENTIONAL_WARPS: [i64; 2] = [4, 8];
@@ -299,6 +311,7 @@ pub fn tune_conventional(
     .axis("BV", bv_values_conventional(shape))
     .axis("num_warps", CONVENTIONAL_WARPS)
     .axis("min_blocks", MIN_BLOCKS)
+    .constraint("useful occupancy hint", useful_occupancy_hint)
     .register_limit();
     let grid_shape = *shape;
     let mut problem =
@@ -311,7 +324,7 @@ pub fn tune_conventional(
     for (n, v) in shape_sizes(shape, batch, gated) {
         problem = problem.size(n, v);
     }
-    let points = bv_values_conventional(shape).len() * CONVENTIONAL_WARPS.len() * MIN_BLOCKS.len();
+    let points = bv_values_conventional(shape).len() * CONVENTIONAL_WARPS.len() * OCCUPANCY_HINTS;
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
     Ok((tiles_of(&values_of(&t.config)), t.source, points))
 }
@@ -369,6 +382,7 @@ pub fn tune_replay_tiles(
         .axis("BV", bv_values_step(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
+        .constraint("useful occupancy hint", useful_occupancy_hint)
         .axis("EARLY", early_values(batch))
         .axis("FC", flush_column_values(batch))
         .register_limit();
@@ -389,7 +403,7 @@ pub fn tune_replay_tiles(
     problem = problem.size("L", window as i64).size("cycle", 1);
     let points = bv_values_step(shape).len()
         * 2
-        * MIN_BLOCKS.len()
+        * OCCUPANCY_HINTS
         * early_values(batch).len()
         * flush_column_values(batch).len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
@@ -418,6 +432,7 @@ pub fn tune_verify_tiles(
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
+        .constraint("useful occupancy hint", useful_occupancy_hint)
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .register_limit();
@@ -439,7 +454,7 @@ pub fn tune_verify_tiles(
         .size("accepted", accepted as i64)
         .size("cycle", 1);
     // × num_warps, PREFETCH, SHARED_WEIGHTS.
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * MIN_BLOCKS.len() * 8;
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 8;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
@@ -463,6 +478,7 @@ pub fn tune_fold_tiles(
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
         .axis("min_blocks", MIN_BLOCKS)
+        .constraint("useful occupancy hint", useful_occupancy_hint)
         .axis("FC", [16, 32, 64, 128])
         .axis("RC", [16, DEFAULT_RECORD_CHUNK as i64])
         .register_limit();
@@ -490,7 +506,7 @@ pub fn tune_fold_tiles(
         .size("T", drafts as i64)
         .size("accepted", accepted as i64);
     // × num_warps, FC, RC.
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * MIN_BLOCKS.len() * 16;
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 16;
     let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;
     Ok((tiles_of(&values_of(&t.config)), t.source, points))
 }

@@ -80,6 +80,8 @@ pub struct Assignment<'k> {
     /// Reductions whose result (through elementwise ops) is expanded back along the reduced
     /// axis: they keep the replicated [`Layout::slice`] that broadcasts without a conversion.
     broadcast_back: HashSet<Value>,
+    /// The layouts mma dots read register operands in.
+    operand_regs: HashSet<LayoutId>,
     scalar: LayoutId,
 }
 
@@ -131,6 +133,7 @@ impl<'k> Assignment<'k> {
             no_remat: HashSet::new(),
             visited: HashSet::new(),
             broadcast_back: HashSet::new(),
+            operand_regs: HashSet::new(),
             scalar,
         };
         crate::ir::walk_insts(&kernel.body, &mut |inst: &'k Inst| {
@@ -340,9 +343,30 @@ impl<'k> Assignment<'k> {
         }
     }
 
-    /// The tensor-core plan of the dot `a @ b`, if it runs on tensor cores.
+    /// The tensor-core plan of the dot `a @ b`, if it runs on tensor cores. Its operands are
+    /// read from registers ([`super::mma::register_operands`]) when both are tf32 loads (or
+    /// casts of loads) contiguous along K: then each thread loads its own fragments, in
+    /// 16-byte runs, and the dot needs no staging and no barrier.
     pub fn mma_plan(&self, a: Value, b: Value, precision: DotPrecision) -> Option<super::mma::MmaPlan> {
-        super::mma::plan_of(self.kernel, &|v| self.def(v), a, b, precision)
+        let mut p = super::mma::plan_of(self.kernel, &|v| self.def(v), a, b, precision)?;
+        p.in_regs = p.kind == super::mma::MmaKind::Tf32
+            && self.loaded_along(a, 1)
+            && self.loaded_along(b, 0)
+            && super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps).is_some();
+        Some(p)
+    }
+
+    /// True if `v` is a load, or a cast of one, whose addresses run on in steps of one element
+    /// along dimension `dim` for at least 4 elements.
+    fn loaded_along(&self, v: Value, dim: usize) -> bool {
+        let src = match self.def(v).map(|d| &d.op) {
+            Some(Op::Cast(x, _)) => *x,
+            _ => v,
+        };
+        match self.def(src).map(|d| &d.op) {
+            Some(Op::Load { ptr, .. }) => self.axis.get(self.kernel, *ptr).contig[dim] >= 4,
+            _ => false,
+        }
     }
 
     /// The layout a scan runs in (its input's, when that one suits scans).
@@ -400,8 +424,16 @@ impl<'k> Assignment<'k> {
             Op::Reduce { value, .. } => vec![(*value, self.reduce_input(inst.results[0]))],
             Op::Scan { value, axis, .. } => vec![(*value, self.scan_input(*value, *axis))],
             Op::Dot { a, b, acc, precision } => {
-                // An mma dot stages the 16-bit sources of operands cast to f32.
+                // An mma dot reads its operands in registers, or stages the 16-bit sources of
+                // operands cast to f32.
                 let (a, b) = match self.mma_plan(*a, *b, *precision) {
+                    Some(p) if p.in_regs => {
+                        let (la, lb) = super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps)
+                            .expect("planned in registers");
+                        let (la, lb) = (self.table.intern(la), self.table.intern(lb));
+                        self.operand_regs.extend([la, lb]);
+                        return vec![(*a, la), (*b, lb), (*acc, res.expect("dot has a layout"))];
+                    }
                     Some(p) => (p.a.value, p.b.value),
                     None => (*a, *b),
                 };
@@ -691,8 +723,10 @@ impl<'k> Assignment<'k> {
                 Op::Load { .. } => {
                     let nat = self.table.get(self.natural(v).expect("real load"));
                     let new = self.table.get(want);
+                    // Register operands of mma dots read runs of 64 bytes (whole sectors).
                     new.contiguous_regs() >= nat.contiguous_regs()
-                        && Self::coalesced_bits(new) >= Self::coalesced_bits(nat).min(5)
+                        && (Self::coalesced_bits(new) >= Self::coalesced_bits(nat).min(5)
+                            || self.operand_regs.contains(&want))
                 }
                 Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::AddPtr(..) => {
                     // At most one operand pays a conversion instead of the result.

@@ -13,6 +13,9 @@
 //! to f32 from them on both sides, runs `m16n8k16` on the 16-bit values, loaded with
 //! `ldmatrix`; other f32 dots run `m16n8k8` on tf32 parts (3xTF32), loaded element by element
 //! with `ld.shared` (an operand cast from a 16-bit float is staged as its source and widened).
+//! A tf32 dot whose operands are both loads (or casts of loads) contiguous along K reads them
+//! from registers instead ([`register_operands`]): every thread loads its own fragments, K
+//! permuted so that they come in 16-byte runs, and nothing is staged.
 
 use super::layout::{Bit, Layout, LANE_BITS};
 use super::smem;
@@ -81,6 +84,9 @@ pub struct MmaPlan {
     pub b_base: usize,
     /// Shared-memory bytes of both operands.
     pub bytes: usize,
+    /// Both operands are read from registers in [`register_operands`] layouts instead of being
+    /// staged (set by the layout assignment, which knows how the operands are loaded).
+    pub in_regs: bool,
 }
 
 /// The value staged for operand `v` and its element type: the source of a cast from f16 or bf16
@@ -148,7 +154,78 @@ pub fn plan_of<'k>(
         b,
         b_base,
         bytes,
+        in_regs: false,
     })
+}
+
+/// The warp bits (indices into the warp id) of an mma dot's accumulator `acc` that split K
+/// (`kind`'s k-steps over `k`): its replicated warp bits, as many as the k-steps halve, when
+/// the partial sums of the groups fit in shared memory.
+pub fn k_group_warps(acc: &Layout, k: usize, kind: MmaKind) -> Vec<usize> {
+    let threads = 32usize << acc.warps.len();
+    if threads * acc.num_regs() * 4 > smem::LIMIT {
+        return Vec::new();
+    }
+    (acc.warps.iter().enumerate())
+        .filter(|(_, b)| b.is_none())
+        .map(|(i, _)| i)
+        .take((k / kind.k_step()).trailing_zeros() as usize)
+        .collect()
+}
+
+/// The layouts of A `[m, k]` and B `[k, n]` in which a thread holds its own `m16n8k8` tf32
+/// fragments, so that the dot reads them from registers: K is permuted, the same way in
+/// both, so that a thread's K elements come in runs of four (one 16-byte load of f32):
+/// lane bits 0, 1 (the fragment's `t`) → K bits 2, 3; register bit 0 (the `t + 4` half) →
+/// K bit 0; the k-steps → K bit 1 and K bits 4 and up. M and N are spread as in the
+/// accumulator (lane bits 2..4 → M or N bits 0..2, A's register bit 2 → M bit 3, the
+/// accumulator's warps), and the warps that split K ([`k_group_warps`]) hold its top bits.
+/// `None` when K has too few bits for that (fewer than 16 elements per group).
+pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option<(Layout, Layout)> {
+    let acc = acc_layout(m, n, num_warps);
+    let groups = k_group_warps(&acc, k, MmaKind::Tf32);
+    let kbits = k.trailing_zeros() as usize;
+    if kbits < 4 + groups.len() {
+        return None;
+    }
+    let bit = |dim: u8, b: usize| Bit { dim, bit: b as u8 };
+    // The top K bits go to the k-group warps, in order.
+    let group_bit = |i: usize| groups.iter().position(|&w| w == i).map(|j| kbits - groups.len() + j);
+    let in_warps: Vec<usize> = (0..groups.len()).map(|j| kbits - groups.len() + j).collect();
+    // One operand: K along `kd`, M (A) or N (B) along `od`.
+    let operand = |kd: u8, od: u8| {
+        let lanes: Vec<Option<Bit>> = [bit(kd, 2), bit(kd, 3), bit(od, 0), bit(od, 1), bit(od, 2)]
+            .into_iter()
+            .map(Some)
+            .collect();
+        let warps: Vec<Option<Bit>> = (acc.warps.iter().enumerate())
+            .map(|(i, w)| match w {
+                // The accumulator's M bits for A, its N bits for B.
+                Some(b) if b.dim == od => Some(*b),
+                Some(_) => None,
+                None => group_bit(i).map(|kb| bit(kd, kb)),
+            })
+            .collect();
+        let (extent, low) = if od == 0 { (m, 4) } else { (n, 3) };
+        let warped: Vec<u8> = warps.iter().flatten().filter(|b| b.dim == od).map(|b| b.bit).collect();
+        let mut regs = vec![bit(kd, 0), bit(kd, 1)];
+        if od == 0 {
+            regs.push(bit(od, 3));
+        }
+        regs.extend((4..kbits).filter(|b| !in_warps.contains(b)).map(|b| bit(kd, b)));
+        regs.extend(
+            (low..extent.trailing_zeros() as usize)
+                .filter(|b| !warped.contains(&(*b as u8)))
+                .map(|b| bit(od, b)),
+        );
+        Layout {
+            shape: if od == 0 { vec![m, k] } else { vec![k, n] },
+            regs,
+            lanes,
+            warps,
+        }
+    };
+    Some((operand(1, 0), operand(0, 1)))
 }
 
 /// The smallest odd multiple of `unit` that is at least `x` (`x` a multiple of `unit`).

@@ -67,6 +67,9 @@ pub struct DotCase {
     pub acc: bool,
     /// The engines allowed.
     pub precision: DotPrecision,
+    /// B stored K-contiguous (`[N, K]` row-major in memory): with f32 A, a tf32 dot that reads
+    /// both operands from registers.
+    pub b_k_major: bool,
 }
 
 fn param(name: &str, e: Elem) -> Param {
@@ -97,7 +100,12 @@ pub fn kernel(c: DotCase) -> Kernel {
     ];
     let name = format!("dot_{}x{}x{}_{:?}", c.m, c.n, c.k, c.ops).to_lowercase();
     trace(&name, params, vec![], c.warps, |p| {
-        let (ao, bo, co) = (offsets(c.m, c.k), offsets(c.k, c.n), offsets(c.m, c.n));
+        let (ao, co) = (offsets(c.m, c.k), offsets(c.m, c.n));
+        let bo = if c.b_k_major {
+            program_id(0) * (c.k * c.n) as i32 + arange(c.k).expand_dims(1) + (arange(c.n) * c.k as i32).expand_dims(0)
+        } else {
+            offsets(c.k, c.n)
+        };
         let acc = if c.acc {
             load(tile_ptr::<f32>(p[2]) + co, true)
         } else {

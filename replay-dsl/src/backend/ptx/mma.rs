@@ -9,6 +9,8 @@
 //! from zero into a fresh fragment, which is then added to the accumulator with `add.rn.f32`:
 //! the truncation errors stay relative to one k-step's sum, and the mmas of consecutive k-steps
 //! do not wait on one another.
+//! Register operands ([`MmaPlan::in_regs`]) skip the staging: every k-step is unrolled and
+//! takes its fragments straight from the operands' registers.
 //! When the result has fewer `m16n8` tiles than warps, the warps that would hold copies of it
 //! split K instead, and their partial sums meet in shared memory (`sum_k_groups`).
 
@@ -16,8 +18,7 @@ use super::convert::{mem_bytes, mem_type};
 use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
 use crate::backend::layout::{LayoutId, LANE_BITS};
-use crate::backend::mma::{exact_in_tf32, MmaKind, MmaPlan, Staged};
-use crate::backend::smem;
+use crate::backend::mma::{exact_in_tf32, k_group_warps, MmaKind, MmaPlan, Staged};
 use crate::error::CompileError;
 use crate::ir::{DotPrecision, Value};
 use crate::types::{DType, Elem};
@@ -75,10 +76,12 @@ impl Emitter<'_> {
         let (round_a, round_b) = (rounding(self, a, p.a), rounding(self, b, p.b));
         let (split_a, split_b) = (round_a == Tf32Words::Split, round_b == Tf32Words::Split);
         let (ra, rb, racc) = (self.get(va, la)?, self.get(vb, lb)?, self.get(acc, lc)?);
-        self.smem_begin(p.bytes);
-        self.stage(&ra, DType::Val(p.a.elem), la, 0, p.a.pitch);
-        self.stage(&rb, DType::Val(p.b.elem), lb, p.b_base, p.b.pitch);
-        emit!(self, "bar.sync 0");
+        if !p.in_regs {
+            self.smem_begin(p.bytes);
+            self.stage(&ra, DType::Val(p.a.elem), la, 0, p.a.pitch);
+            self.stage(&rb, DType::Val(p.b.elem), lb, p.b_base, p.b.pitch);
+            emit!(self, "bar.sync 0");
+        }
 
         // The m16n8 tiles of this thread: every 4 registers, by their register coordinates.
         let layout = self.asg.layout(lc).clone();
@@ -104,6 +107,74 @@ impl Emitter<'_> {
             .then(|| cols[1] - cols[0])
             .filter(|d| cols.chunks(2).all(|c| c.len() == 2 && c[1] - c[0] == *d));
 
+        // Split K over the warps that would replicate the result (warp bits of `lc` without a
+        // coordinate): group `g` of them runs k-steps `g·steps ..`, and the groups' partial sums
+        // meet in shared memory after the loop.
+        let ks = p.kind.k_step();
+        let rep: Vec<u32> = (k_group_warps(&layout, p.k, p.kind).into_iter())
+            .map(|i| (LANE_BITS + i) as u32)
+            .collect();
+        let threads = 32usize << layout.warps.len();
+        let kgroup = self.gather(&rep.iter().enumerate().map(|(j, &t)| (t, j as u32)).collect::<Vec<_>>());
+        let steps = (p.k / ks) >> rep.len();
+        let c: Vec<Reg> = self.regs_n(Class::F32, nregs);
+        let zero = self.reg(Class::F32);
+        emit!(self, "mov.f32 {zero}, {}", f32_imm(0.0));
+        match kgroup {
+            // Group 0 starts from the accumulator, the others from zero.
+            Some(g) => {
+                let first = self.reg(Class::Pred);
+                emit!(self, "setp.eq.u32 {first}, {g}, 0");
+                for (d, x) in c.iter().zip(&racc) {
+                    emit!(self, "selp.f32 {d}, {x}, {zero}, {first}");
+                }
+            }
+            None => {
+                for (d, x) in c.iter().zip(&racc) {
+                    emit!(self, "mov.f32 {d}, {x}");
+                }
+            }
+        }
+        if p.in_regs {
+            // Each warp holds the fragments of its k-group: every k-step from registers.
+            let (fa, fb) = (self.asg.layout(la).clone(), self.asg.layout(lb).clone());
+            let reg_of = |l: &crate::backend::layout::Layout| -> std::collections::HashMap<(usize, usize), usize> {
+                (0..l.num_regs())
+                    .map(|r| ((l.reg_coord(r, 0), l.reg_coord(r, 1)), r))
+                    .collect()
+            };
+            let (at, bt) = (reg_of(&fa), reg_of(&fb));
+            // The K coordinates of the k-steps: A's K register bits but bit 0 (the half).
+            let kbits: Vec<u8> = (fa.regs.iter())
+                .filter(|b| b.dim == 1 && b.bit > 0)
+                .map(|b| b.bit)
+                .collect();
+            for step in 0..1usize << kbits.len() {
+                let k0: usize = (kbits.iter().enumerate()).map(|(j, b)| ((step >> j) & 1) << b).sum();
+                let afr: Vec<Frag> = (rows.iter())
+                    .map(|&m0| {
+                        let w =
+                            [(m0, k0), (m0 + 8, k0), (m0, k0 + 1), (m0 + 8, k0 + 1)].map(|rc| self.bits(ra[at[&rc]]));
+                        self.tf32_frag(&w, round_a)
+                    })
+                    .collect();
+                let bfr: Vec<Frag> = (cols.iter())
+                    .map(|&n0| {
+                        let w = [(k0, n0), (k0 + 1, n0)].map(|rc| self.bits(rb[bt[&rc]]));
+                        self.tf32_frag(&w, round_b)
+                    })
+                    .collect();
+                for (q, (m0, n0)) in tiles.iter().enumerate() {
+                    let fa = &afr[rows.binary_search(m0).expect("row tile")];
+                    let fb = &bfr[cols.binary_search(n0).expect("column tile")];
+                    self.mma_terms(p, &c[4 * q..4 * q + 4], fa, fb, zero);
+                }
+            }
+            return Ok(match kgroup {
+                Some(_) => self.sum_k_groups(&c, &rep, threads),
+                None => c,
+            });
+        }
         // Per-thread fragment addresses at k = 0.
         let (sa, sb) = (p.a.elem.bytes(), p.b.elem.bytes());
         let (pa, pb) = match p.kind {
@@ -126,23 +197,6 @@ impl Emitter<'_> {
             }
         };
 
-        // Split K over the warps that would replicate the result (warp bits of `lc` without a
-        // coordinate): group `g` of them runs k-steps `g·steps ..`, and the groups' partial sums
-        // meet in shared memory after the loop.
-        let ks = p.kind.k_step();
-        let rep: Vec<u32> = (layout.warps.iter().enumerate())
-            .filter(|(_, b)| b.is_none())
-            .map(|(i, _)| (LANE_BITS + i) as u32)
-            .take((p.k / ks).trailing_zeros() as usize)
-            .collect();
-        let threads = 32usize << layout.warps.len();
-        let rep = if threads * nregs * 4 <= smem::LIMIT {
-            rep
-        } else {
-            Vec::new()
-        };
-        let kgroup = self.gather(&rep.iter().enumerate().map(|(j, &t)| (t, j as u32)).collect::<Vec<_>>());
-        let steps = (p.k / ks) >> rep.len();
         if let Some(g) = kgroup {
             emit!(self, "mad.lo.s32 {pa}, {g}, {}, {pa}", steps * ks * sa);
             emit!(self, "mad.lo.s32 {pb}, {g}, {}, {pb}", steps * ks * p.b.pitch * sb);
@@ -151,24 +205,6 @@ impl Emitter<'_> {
         let mut unroll = 1;
         while steps.is_multiple_of(2 * unroll) && 2 * unroll * words <= FRAG_WORDS && 2 * unroll <= MAX_UNROLL {
             unroll *= 2;
-        }
-        let c: Vec<Reg> = self.regs_n(Class::F32, nregs);
-        let zero = self.reg(Class::F32);
-        emit!(self, "mov.f32 {zero}, {}", f32_imm(0.0));
-        match kgroup {
-            // Group 0 starts from the accumulator, the others from zero.
-            Some(g) => {
-                let first = self.reg(Class::Pred);
-                emit!(self, "setp.eq.u32 {first}, {g}, 0");
-                for (d, x) in c.iter().zip(&racc) {
-                    emit!(self, "selp.f32 {d}, {x}, {zero}, {first}");
-                }
-            }
-            None => {
-                for (d, x) in c.iter().zip(&racc) {
-                    emit!(self, "mov.f32 {d}, {x}");
-                }
-            }
         }
 
         let iters = steps / unroll;
@@ -186,29 +222,7 @@ impl Emitter<'_> {
             for (q, (m0, n0)) in tiles.iter().enumerate() {
                 let fa = &afr[rows.binary_search(m0).expect("row tile")];
                 let fb = &bfr[cols.binary_search(n0).expect("column tile")];
-                let tile = &c[4 * q..4 * q + 4];
-                if p.precision == DotPrecision::Tf32 {
-                    // One term, chained through the accumulator.
-                    self.mma(p.kind, tile, &fa.hi, &fb.hi, tile);
-                    continue;
-                }
-                let mut terms: Vec<(&[Reg], &[Reg])> = Vec::with_capacity(3);
-                if let Some(lo) = &fa.lo {
-                    terms.push((lo, &fb.hi));
-                }
-                if let Some(lo) = &fb.lo {
-                    terms.push((&fa.hi, lo));
-                }
-                terms.push((&fa.hi, &fb.hi));
-                let t = self.regs_n(Class::F32, 4);
-                let mut from = [zero; 4];
-                for (x, y) in terms {
-                    self.mma(p.kind, &t, x, y, &from);
-                    from.copy_from_slice(&t);
-                }
-                for (d, x) in tile.iter().zip(&t) {
-                    emit!(self, "add.rn.f32 {d}, {d}, {x}");
-                }
+                self.mma_terms(p, &c[4 * q..4 * q + 4], fa, fb, zero);
             }
         }
         if iters > 1 {
@@ -223,6 +237,33 @@ impl Emitter<'_> {
             return Ok(self.sum_k_groups(&c, &rep, threads));
         }
         Ok(c)
+    }
+
+    /// `tile += a · b` for one m16n8 tile and k-step: one chained `mma` at precision `Tf32`;
+    /// else the terms of the 3xTF32 split (the low parts' first) summed from `zero` into a
+    /// fresh fragment that is then added to `tile`.
+    fn mma_terms(&mut self, p: MmaPlan, tile: &[Reg], fa: &Frag, fb: &Frag, zero: Reg) {
+        if p.precision == DotPrecision::Tf32 {
+            self.mma(p.kind, tile, &fa.hi, &fb.hi, tile);
+            return;
+        }
+        let mut terms: Vec<(&[Reg], &[Reg])> = Vec::with_capacity(3);
+        if let Some(lo) = &fa.lo {
+            terms.push((lo, &fb.hi));
+        }
+        if let Some(lo) = &fb.lo {
+            terms.push((&fa.hi, lo));
+        }
+        terms.push((&fa.hi, &fb.hi));
+        let t = self.regs_n(Class::F32, 4);
+        let mut from = [zero; 4];
+        for (x, y) in terms {
+            self.mma(p.kind, &t, x, y, &from);
+            from.copy_from_slice(&t);
+        }
+        for (d, x) in tile.iter().zip(&t) {
+            emit!(self, "add.rn.f32 {d}, {d}, {x}");
+        }
     }
 
     /// The sums over the k-groups of the partial accumulators `c` (thread-id bits `rep` number
@@ -470,6 +511,16 @@ impl Emitter<'_> {
         emit!(self, "add.s32 {t}, {x}, 4096");
         emit!(self, "and.b32 {r}, {t}, 0xffffe000");
         r
+    }
+
+    /// The bits of an f32 register in a b32 register (the class of mma operands).
+    fn bits(&mut self, r: Reg) -> Reg {
+        if r.class != Class::F32 {
+            return r;
+        }
+        let w = self.reg(Class::B32);
+        emit!(self, "mov.b32 {w}, {r}");
+        w
     }
 
     /// `d = a · b + c` for one m16n8 tile.
