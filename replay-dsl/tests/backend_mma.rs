@@ -7,7 +7,7 @@ mod dot;
 #[path = "prop_util.rs"]
 mod util;
 
-use dot::{kernel, DotCase, Operands};
+use dot::{kernel, pipelined_kernel, DotCase, Operands};
 use replay_dsl::ir::DotPrecision;
 use replay_dsl::{compile, Target};
 
@@ -222,6 +222,25 @@ fn k_major_operands_stay_in_registers() {
                 let terms = per_tile(ops, 8);
                 assert_eq!(mmas, tiles * k_steps * terms, "{c:?}: every k-step unrolled\n{p}");
             }
+        }
+    }
+}
+
+/// A loop-carried operand (the next tile loaded before this one's dot) stays in registers:
+/// the loop body stages nothing in shared memory and loads A in 16-byte runs.
+#[test]
+fn pipelined_operands_stay_in_registers() {
+    for (m, kk, warps) in [(16, 64, 1), (64, 64, 4)] {
+        let k = pipelined_kernel(m, 8, kk, 3, warps);
+        for t in Target::ALL {
+            let p = compile(&k, t).unwrap_or_else(|e| panic!("{t}: {e}")).ptx;
+            assemble(&k.name, t, &p);
+            assert!(p.contains(TF32), "{warps} warps: no tf32 mma\n{p}");
+            assert!(
+                p.contains("ld.global.v4.f32"),
+                "{warps} warps: A not in 16-byte loads\n{p}"
+            );
+            assert!(!p.contains("st.shared"), "{warps} warps: staged\n{p}");
         }
     }
 }

@@ -34,7 +34,10 @@
 //!   row reduction of the state tile);
 //! - a **dot** that runs on tensor cores produces the mma accumulator layout
 //!   ([`super::mma::acc_layout`]) and reads its accumulator operand there; another dot keeps its
-//!   accumulator's layout.
+//!   accumulator's layout. A tf32 dot whose operands are loads contiguous along K asks for them
+//!   in its fragment layouts ([`super::mma::register_operands`]); such a load adopts the
+//!   request, and so do the initial and next loads of an operand a loop carries (a
+//!   software-pipelined load).
 
 use super::axis::AxisTable;
 use super::layout::{Bit, Layout, LayoutId, LayoutTable};
@@ -82,6 +85,9 @@ pub struct Assignment<'k> {
     broadcast_back: HashSet<Value>,
     /// The layouts mma dots read register operands in.
     operand_regs: HashSet<LayoutId>,
+    /// Each loop-carried value (a `For` body argument past the index): its initial value and
+    /// the value yielded for the next iteration.
+    carried: HashMap<Value, (Value, Value)>,
     scalar: LayoutId,
 }
 
@@ -134,11 +140,17 @@ impl<'k> Assignment<'k> {
             visited: HashSet::new(),
             broadcast_back: HashSet::new(),
             operand_regs: HashSet::new(),
+            carried: HashMap::new(),
             scalar,
         };
         crate::ir::walk_insts(&kernel.body, &mut |inst: &'k Inst| {
             for r in &inst.results {
                 a.defs[r.0 as usize] = Some(inst);
+            }
+            if let Op::For { init, body, .. } = &inst.op {
+                for ((arg, i), y) in body.args[1..].iter().zip(init).zip(yields(body)) {
+                    a.carried.insert(*arg, (*i, y));
+                }
             }
             for o in inst.op.operands() {
                 a.used[o.0 as usize] = true;
@@ -357,8 +369,12 @@ impl<'k> Assignment<'k> {
     }
 
     /// True if `v` is a load, or a cast of one, whose addresses run on in steps of one element
-    /// along dimension `dim` for at least 4 elements.
+    /// along dimension `dim` for at least 4 elements; or a loop-carried value whose initial
+    /// and next values are (a software-pipelined load).
     fn loaded_along(&self, v: Value, dim: usize) -> bool {
+        if let Some(&(init, next)) = self.carried.get(&v) {
+            return self.loaded_along(init, dim) && self.loaded_along(next, dim);
+        }
         let src = match self.def(v).map(|d| &d.op) {
             Some(Op::Cast(x, _)) => *x,
             _ => v,
@@ -718,16 +734,21 @@ impl<'k> Assignment<'k> {
             if !agree || self.natural(v) == Some(want) || self.adopted.contains(&v) {
                 continue;
             }
-            let Some(def) = self.defs[v.0 as usize] else { continue };
-            let ok = match &def.op {
-                Op::Load { .. } => {
-                    let nat = self.table.get(self.natural(v).expect("real load"));
-                    let new = self.table.get(want);
-                    // Register operands of mma dots read runs of 64 bytes (whole sectors).
-                    new.contiguous_regs() >= nat.contiguous_regs()
-                        && (Self::coalesced_bits(new) >= Self::coalesced_bits(nat).min(5)
-                            || self.operand_regs.contains(&want))
+            let Some(def) = self.defs[v.0 as usize] else {
+                // A loop-carried value wanted in one other layout: its initial and next values
+                // (loads) are asked to produce it, and the loop then carries it.
+                if let Some(&(init, next)) = self.carried.get(&v) {
+                    for x in [init, next] {
+                        if self.is_load_adopting(x, want) && self.pref.insert(x, want) != Some(want) {
+                            changed = true;
+                        }
+                    }
+                    self.adopted.insert(v);
                 }
+                continue;
+            };
+            let ok = match &def.op {
+                Op::Load { .. } => self.is_load_adopting(v, want),
                 Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::AddPtr(..) => {
                     // At most one operand pays a conversion instead of the result.
                     def.op.operands().iter().filter(|o| !self.is_cheap(**o)).count() <= 1
@@ -741,6 +762,18 @@ impl<'k> Assignment<'k> {
             }
         }
         changed
+    }
+
+    /// True if the real load `v` may produce layout `want` instead of its natural one: its
+    /// accesses stay as wide, and as coalesced (runs of 64 bytes, whole sectors, for the
+    /// register operands of mma dots).
+    fn is_load_adopting(&self, v: Value, want: LayoutId) -> bool {
+        let (Some(Op::Load { .. }), Some(nat)) = (self.defs[v.0 as usize].map(|d| &d.op), self.natural(v)) else {
+            return false;
+        };
+        let (nat, new) = (self.table.get(nat), self.table.get(want));
+        new.contiguous_regs() >= nat.contiguous_regs()
+            && (Self::coalesced_bits(new) >= Self::coalesced_bits(nat).min(5) || self.operand_regs.contains(&want))
     }
 
     /// The IR annotated with each value's layout kind, natural layout and conversions, followed

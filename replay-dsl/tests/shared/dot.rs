@@ -153,3 +153,39 @@ pub fn kernel(c: DotCase) -> Kernel {
     })
     .unwrap_or_else(|e| panic!("tracing {c:?}: {e}"))
 }
+
+/// A software-pipelined product: `out = Σ_i a_i @ b` over `iters` row-major `[m, k]` tiles
+/// `a_i` and one K-major `b` (`[n, k]` in memory), each iteration issuing the load of the next
+/// tile before its dot and carrying it through the loop; parameters `a`, `b`, `out`.
+pub fn pipelined_kernel(m: usize, n: usize, k: usize, iters: usize, warps: u32) -> Kernel {
+    let params = vec![param("a", Elem::F32), param("b", Elem::F32), param("out", Elem::F32)];
+    trace(&format!("pipelined_{m}x{n}x{k}"), params, vec![], warps, |p| {
+        let (pa, pb, po) = (tile_ptr::<f32>(p[0]), tile_ptr::<f32>(p[1]), tile_ptr::<f32>(p[2]));
+        let a_tile = |i: Tile<i32>| {
+            load(
+                pa + i * (m * k) as i32 + (arange(m) * k as i32).expand_dims(1) + arange(k).expand_dims(0),
+                true,
+            )
+        };
+        let b = load(
+            pb + arange(k).expand_dims(1) + (arange(n) * k as i32).expand_dims(0),
+            true,
+        );
+        let first = a_tile(full([], 0));
+        let last = iters as i32 - 1;
+        let (acc, _) = for_range(
+            range(0, iters as i32),
+            (zeros::<f32>([m, n]), first),
+            |i, (acc, cur)| {
+                let next = a_tile(minimum(i + 1, last));
+                (dot_acc(cur, b, acc), next)
+            },
+        );
+        store(
+            po + (arange(m) * n as i32).expand_dims(1) + arange(n).expand_dims(0),
+            acc,
+            true,
+        );
+    })
+    .unwrap_or_else(|e| panic!("tracing the pipelined product: {e}"))
+}
