@@ -2,7 +2,8 @@
 //! shared memory with padded rows, then each warp runs a loop over K that loads its fragments
 //! (`ld.shared` for tf32, `ldmatrix` for 16-bit types) and issues one `mma.sync` per `m16n8`
 //! tile of its registers and per term. f32 operands are split into tf32 parts, `x = hi + lo`
-//! (3xTF32): the terms `a_lo·b_hi`, `a_hi·b_lo`, `a_hi·b_hi` accumulate in that order, and the
+//! (3xTF32; `lo` is left for the tensor cores to truncate): the terms `a_lo·b_hi`, `a_hi·b_lo`,
+//! `a_hi·b_hi` accumulate in that order, and the
 //! terms of an operand exact in tf32 (a cast from a 16-bit float) have no low part; such a cast
 //! is staged as its 16-bit source and widened as its fragments load.
 //! The tensor cores round their f32 sums toward zero, so the products of one k-step are summed
@@ -476,7 +477,9 @@ impl Emitter<'_> {
     }
 
     /// A tf32 fragment of f32 words: the words themselves when exact, rounded once, or their
-    /// 3xTF32 split `hi = tf32(x)`, `lo = tf32(x − hi)`.
+    /// 3xTF32 split `hi = tf32(x)`, `lo = x − hi` (exact; the tensor cores read its top 19
+    /// bits, truncating it: `|lo| ≤ 2⁻¹¹|x|`, so the split's error stays below `2⁻²¹|x|`, one
+    /// instruction per element less than rounding `lo` too).
     fn tf32_frag(&mut self, words: &[Reg], how: Tf32Words) -> Frag {
         let (mut hi, mut lo) = (Vec::new(), Vec::new());
         for x in words {
@@ -494,7 +497,7 @@ impl Emitter<'_> {
             let d = self.reg(Class::B32);
             emit!(self, "sub.f32 {d}, {x}, {h}");
             hi.push(h);
-            lo.push(self.round_tf32_bits(d));
+            lo.push(d);
         }
         let lo = (how == Tf32Words::Split).then_some(lo);
         Frag { hi, lo }
