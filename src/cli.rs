@@ -122,6 +122,10 @@ pub enum Command {
         /// JSON of `bench/triton_ssm_baseline.py` to put beside ours (ignored when missing).
         #[arg(long, value_name = "FILE")]
         triton: Option<PathBuf>,
+        /// Use the plans of an earlier `--json` result, untuned, for the models and batches it
+        /// has (time a kernel or compiler change at equal tiles).
+        #[arg(long, value_name = "FILE")]
+        plans: Option<PathBuf>,
         /// Run on the CPU interpreter at the reduced shape even with a GPU.
         #[arg(long)]
         interpret: bool,
@@ -183,6 +187,7 @@ pub fn execute(cli: Cli, out: &mut dyn Write) -> Result<bool, CliError> {
             no_tune,
             json,
             triton,
+            plans,
             interpret,
         } => {
             let choice = crate::devices::choose(interpret)?;
@@ -200,6 +205,7 @@ pub fn execute(cli: Cli, out: &mut dyn Write) -> Result<bool, CliError> {
             args.tune &= !no_tune;
             args.json = json;
             args.triton = triton;
+            args.plans_from = plans;
             crate::ssm::bench::run(out, &choice, &args)
         }
         Command::Devices => crate::devices::run(out).map(|()| true),

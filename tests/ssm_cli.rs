@@ -52,3 +52,57 @@ fn bench_ssm_interpret_writes_json_and_plot() {
     assert!(json.with_extension("png").exists());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn bench_ssm_reuses_the_plans_of_an_earlier_run() {
+    let dir = std::env::temp_dir().join(format!("replay-ssm-plans-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (first, second) = (dir.join("first.json"), dir.join("second.json"));
+    let run = |extra: &[&str], json: &std::path::Path| {
+        let mut args = vec![
+            "bench-ssm",
+            "--interpret",
+            "--batch",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    run(&[], &first);
+    // A window the default plan would not pick, so that the second run can only have it from
+    // the file.
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&first).unwrap()).unwrap();
+    let window = v["rows"][0]["plans"]["replay"]["window"].as_u64().unwrap() + 1;
+    v["rows"][0]["plans"]["replay"]["window"] = window.into();
+    std::fs::write(&first, v.to_string()).unwrap();
+
+    let out = run(&["--plans", first.to_str().unwrap()], &second);
+    assert!(out.contains("cpu-test"), "{out}");
+    let w: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&second).unwrap()).unwrap();
+    let row = &w["rows"][0];
+    assert_eq!(row["plans"]["replay"]["window"].as_u64(), Some(window), "{row}");
+    let choices = row["plans"]["choices"].as_array().unwrap();
+    assert!(
+        !choices.is_empty() && choices.iter().all(|c| c["source"] == "file"),
+        "{row}"
+    );
+    assert!(row["replay_ms"].as_f64().unwrap() > 0.0);
+
+    // More drafts than the file's speculative plan holds: a clear error, nothing run.
+    let bad = cli_support::replay(&[
+        "bench-ssm",
+        "--interpret",
+        "--batch",
+        "2",
+        "--drafts",
+        "64",
+        "--plans",
+        first.to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("verify at most") && err.contains("64 asked"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -56,6 +56,9 @@ pub struct SsmBenchArgs {
     pub json: Option<PathBuf>,
     /// The Triton baseline's JSON (`bench/triton_ssm_baseline.py`), merged when present.
     pub triton: Option<PathBuf>,
+    /// An earlier run's JSON whose plans are used, untuned, for the models and batches it has
+    /// (kernel or compiler changes timed at equal tiles, in seconds instead of a tuning run).
+    pub plans_from: Option<PathBuf>,
 }
 
 impl SsmBenchArgs {
@@ -71,6 +74,7 @@ impl SsmBenchArgs {
                 tune: true,
                 json: None,
                 triton: None,
+                plans_from: None,
             },
             Scale::Small => SsmBenchArgs {
                 models: vec![CPU_TEST],
@@ -80,6 +84,7 @@ impl SsmBenchArgs {
                 tune: false,
                 json: None,
                 triton: None,
+                plans_from: None,
             },
         }
     }
@@ -119,6 +124,19 @@ pub struct TritonResult {
 #[derive(Clone, Debug, Deserialize)]
 struct TritonFile {
     results: Vec<TritonResult>,
+}
+
+/// The plans of one row of an earlier run's JSON.
+#[derive(Clone, Debug, Deserialize)]
+struct PlansRow {
+    model: String,
+    batch: usize,
+    plans: SsmPlans,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct PlansFile {
+    rows: Vec<PlansRow>,
 }
 
 /// One model and batch.
@@ -220,9 +238,11 @@ fn timed(
     Ok(t.median_ms / per as f64)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn bench_row(
     stream: &Stream,
     tuner: Option<&mut Autotuner>,
+    fixed: Option<SsmPlans>,
     args: &SsmBenchArgs,
     shape: ModelShape,
     batch: usize,
@@ -232,7 +252,10 @@ fn bench_row(
     let settings = &timing.runs;
     let params = bench_params(&shape);
     let max_t = args.drafts.iter().copied().max().unwrap_or(0);
-    let plans = plans(tuner, shape, &params, batch, args.gated, max_t)?;
+    let plans = match fixed {
+        Some(p) => p,
+        None => plans(tuner, shape, &params, batch, args.gated, max_t)?,
+    };
     let tm = traffic(shape, batch);
 
     // Conventional: a graph of 16 steps; replay: one whole window (L launches; two windows
@@ -342,16 +365,46 @@ fn bench_row(
     })
 }
 
-fn read_triton(path: &Path) -> Result<Vec<TritonResult>, CliError> {
+/// The JSON file at `path` as a `T`.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError::Io {
         path: path.to_path_buf(),
         source: e,
     })?;
-    let f: TritonFile = serde_json::from_str(&text).map_err(|e| CliError::Io {
+    serde_json::from_str(&text).map_err(|e| CliError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::other(e),
-    })?;
-    Ok(f.results)
+    })
+}
+
+fn read_triton(path: &Path) -> Result<Vec<TritonResult>, CliError> {
+    Ok(read_json::<TritonFile>(path)?.results)
+}
+
+/// The plans of `path` (an earlier `--json`) for `model` at `batch`, their choices marked
+/// `file`; `None` when it has no such row. An error when its speculative plan holds fewer
+/// drafts than `max_drafts`.
+fn plans_from_file(
+    rows: &[PlansRow],
+    model: &str,
+    batch: usize,
+    max_drafts: usize,
+) -> Result<Option<SsmPlans>, CliError> {
+    let Some(row) = rows.iter().find(|r| r.model == model && r.batch == batch) else {
+        return Ok(None);
+    };
+    let mut plans = row.plans.clone();
+    if plans.verify.max_drafts < max_drafts {
+        return Err(CliError::Usage(format!(
+            "--plans: the plans of {model} at batch {batch} verify at most {} drafts, {max_drafts} asked",
+            plans.verify.max_drafts
+        )));
+    }
+    plans.conventional.max_drafts = plans.conventional.max_drafts.max(max_drafts);
+    for c in &mut plans.choices {
+        c.source = "file".into();
+    }
+    Ok(Some(plans))
 }
 
 /// Runs the benchmark (no printing).
@@ -386,11 +439,17 @@ pub fn run_report(choice: &Choice, args: &SsmBenchArgs) -> Result<SsmReport, Cli
     } else {
         None
     };
+    let given = match &args.plans_from {
+        Some(p) => read_json::<PlansFile>(p)?.rows,
+        None => Vec::new(),
+    };
+    let max_t = args.drafts.iter().copied().max().unwrap_or(0);
     let mut rows = Vec::new();
     for shape in &args.models {
         for &batch in &args.batches {
             eprintln!("bench-ssm: {} batch {batch}", shape.name);
-            let mut row = match bench_row(&stream, tuner.as_mut(), args, *shape, batch, copy.gbps, &timing) {
+            let fixed = plans_from_file(&given, shape.name, batch, max_t)?;
+            let mut row = match bench_row(&stream, tuner.as_mut(), fixed, args, *shape, batch, copy.gbps, &timing) {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = stream.synchronize();

@@ -28,7 +28,7 @@ use replay_runtime::tune::space::{value_of, values_of};
 use replay_runtime::tune::PruneContext;
 use replay_runtime::tune::{Autotuner, Fill, Problem, Scheme, SearchSpace, TuneSource, Tuned, Values};
 use replay_runtime::{Backend, Graph, RuntimeError, Stream};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 type Result<T> = std::result::Result<T, RuntimeError>;
 
@@ -77,14 +77,14 @@ pub fn window_candidates(shape: ModelShape, drafts: usize, accepted: f64) -> (f6
 }
 
 /// How a plan was chosen (for the report).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Choice {
     /// What was chosen (`conventional tiles`, `replay tile shortlist`, `replay window L and
     /// tiles`, …).
     pub what: String,
     /// The chosen values.
     pub value: String,
-    /// `tuned`, `cache` or `default`.
+    /// `tuned`, `cache`, `default`, or `file` (`bench-ssm --plans`).
     pub source: String,
     /// Candidates considered.
     pub candidates: usize,
@@ -100,7 +100,7 @@ fn source_name(s: TuneSource) -> String {
 }
 
 /// The plans of one model and batch.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SsmPlans {
     /// The conventional kernel's tiles.
     pub conventional: ConventionalPlan,

@@ -2,7 +2,7 @@
 
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::Grid;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The grid of a kernel tiling flat rows (the conventional kernels and the replay step): one
 /// program per batch row and `bv` of the `heads · dv` state rows, `(batch, heads·dv / bv, 1)`
@@ -26,7 +26,7 @@ pub const DEFAULT_RECORD_CHUNK: usize = 64;
 
 /// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB`
 /// (verification and fold only; 1 elsewhere), warps and the occupancy hint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tiles {
     /// Value rows of the state per program (the conventional kernels and the replay step: flat
     /// rows of the `heads · dv` rows of a slot, a divisor of the rows of one group).
@@ -108,7 +108,7 @@ impl Next {
 
 /// How a [`super::Mamba2ReplayState`] runs: window `L`, most drafts per verification `T` (0 for pure
 /// decoding; ring capacity `L + T`) and the kernels' tile shapes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayPlan {
     /// The replay window `L` (a flush every `L` decode steps).
     pub window: usize,
@@ -164,7 +164,7 @@ impl ReplayPlan {
 
 /// How a [`super::Mamba2ConventionalState`] runs: tiles of the decode kernel and of the
 /// snapshot-per-draft verification baseline, and the most drafts per verification.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConventionalPlan {
     /// Tiles of `mamba2_decode` (`hb` unused).
     pub decode: Tiles,
