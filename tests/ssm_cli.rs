@@ -30,18 +30,18 @@ fn decode_rejects_a_gdn_model() {
     assert!(!out.status.success());
 }
 
+/// `bench-ssm` on the interpreter at batch 2, then `extra`.
+fn bench_small<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["bench-ssm", "--interpret", "--batch", "2"];
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn bench_ssm_interpret_writes_json_and_plot() {
     let dir = std::env::temp_dir().join(format!("replay-ssm-bench-{}", std::process::id()));
     let json = dir.join("ssm.json");
-    let out = ok(&[
-        "bench-ssm",
-        "--interpret",
-        "--batch",
-        "2",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let out = ok(&bench_small(&["--json", json.to_str().unwrap()]));
     assert!(out.contains("cpu-test"), "{out}");
     assert!(out.contains("targets:"), "{out}");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -59,16 +59,9 @@ fn bench_ssm_reuses_the_plans_of_an_earlier_run() {
     std::fs::create_dir_all(&dir).unwrap();
     let (first, second) = (dir.join("first.json"), dir.join("second.json"));
     let run = |extra: &[&str], json: &std::path::Path| {
-        let mut args = vec![
-            "bench-ssm",
-            "--interpret",
-            "--batch",
-            "2",
-            "--json",
-            json.to_str().unwrap(),
-        ];
+        let mut args = vec!["--json", json.to_str().unwrap()];
         args.extend_from_slice(extra);
-        ok(&args)
+        ok(&bench_small(&args))
     };
     run(&[], &first);
     // A window the default plan would not pick, so that the second run can only have it from
@@ -91,16 +84,7 @@ fn bench_ssm_reuses_the_plans_of_an_earlier_run() {
     assert!(row["replay_ms"].as_f64().unwrap() > 0.0);
 
     // More drafts than the file's speculative plan holds: a clear error, nothing run.
-    let bad = cli_support::replay(&[
-        "bench-ssm",
-        "--interpret",
-        "--batch",
-        "2",
-        "--drafts",
-        "64",
-        "--plans",
-        first.to_str().unwrap(),
-    ]);
+    let bad = cli_support::replay(&bench_small(&["--drafts", "64", "--plans", first.to_str().unwrap()]));
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("verify at most") && err.contains("64 asked"), "{err}");
