@@ -227,12 +227,13 @@ fn k_major_operands_stay_in_registers() {
     }
 }
 
-/// A loop-carried operand (the next tile loaded before this one's dot) stays in registers:
-/// the loop body stages nothing in shared memory and loads A in 16-byte runs.
+/// A loop-carried operand (the next tile loaded before this one's dot, or the first tile
+/// carried unchanged) stays in registers: nothing is staged in shared memory and A is loaded
+/// in 16-byte runs.
 #[test]
 fn pipelined_operands_stay_in_registers() {
-    for (m, kk, warps) in [(16, 64, 1), (64, 64, 4)] {
-        let k = pipelined_kernel(m, 8, kk, 3, warps);
+    for (m, kk, warps, same) in [(16, 64, 1, false), (64, 64, 4, false), (64, 64, 4, true)] {
+        let k = pipelined_kernel(m, 8, kk, 3, warps, same);
         for t in Target::ALL {
             let p = compile(&k, t).unwrap_or_else(|e| panic!("{t}: {e}")).ptx;
             assemble(&k.name, t, &p);

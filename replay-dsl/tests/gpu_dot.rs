@@ -171,15 +171,16 @@ fn dots_match_the_interpreter() {
 }
 
 /// A software-pipelined dot (the next tile's load carried by a runtime loop, its operands read
-/// from registers) at 1, 4 and 8 warps: within [`TOL`] of the interpreter on fresh random
-/// inputs, every element of the poisoned output written.
+/// from registers), and one whose loop carries its first tile unchanged, at 1, 4 and 8 warps:
+/// within [`TOL`] of the interpreter on fresh random inputs, every element of the poisoned
+/// output written.
 #[test]
 fn pipelined_dots_match_the_interpreter() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rand::for_test("pipelined_dots_match_the_interpreter");
     let (m, n, k, iters) = (32, 8, 128, 3);
-    for warps in [1, 4, 8] {
-        let kern = pipelined_kernel(m, n, k, iters, warps);
+    for (warps, same) in [1, 4, 8].into_iter().flat_map(|w| [(w, false), (w, true)]) {
+        let kern = pipelined_kernel(m, n, k, iters, warps, same);
         let (a, av) = random(&mut rng, Elem::F32, iters * m * k);
         let (b, bv) = random(&mut rng, Elem::F32, n * k);
         let args = vec![a, b, HArg::poisoned(Elem::F32, m * n)];
@@ -187,15 +188,16 @@ fn pipelined_dots_match_the_interpreter() {
         let got = f32s(&gpu.run(&kern, [1, 1, 1], &args).unwrap()[2]);
         for i in 0..m {
             for j in 0..n {
+                let tile = |it: usize| if same { 0 } else { it };
                 let scale: f64 = (0..iters)
                     .flat_map(|it| (0..k).map(move |l| (it, l)))
-                    .map(|(it, l)| (av[it * m * k + i * k + l] * bv[j * k + l]).abs())
+                    .map(|(it, l)| (av[tile(it) * m * k + i * k + l] * bv[j * k + l]).abs())
                     .sum();
                 let (g, w) = (got[i * n + j] as f64, want[i * n + j] as f64);
                 let ratio = (g - w).abs() / scale;
                 assert!(
                     ratio <= TOL,
-                    "{warps} warps [{i}, {j}]: GPU {g:e}, interpreter {w:e}, ratio {ratio:.3e} ({})",
+                    "{warps} warps, same tile {same} [{i}, {j}]: GPU {g:e}, interpreter {w:e}, ratio {ratio:.3e} ({})",
                     engine(&kern, &gpu)
                 );
             }

@@ -372,8 +372,18 @@ impl<'k> Assignment<'k> {
     /// along dimension `dim` for at least 4 elements; or a loop-carried value whose initial
     /// and next values are (a software-pipelined load).
     fn loaded_along(&self, v: Value, dim: usize) -> bool {
+        self.loaded_along_from(v, dim, &mut Vec::new())
+    }
+
+    /// [`Self::loaded_along`], with the carried values already followed in `seen` (a loop that
+    /// yields a carried value unchanged, or swaps two, adds no other source).
+    fn loaded_along_from(&self, v: Value, dim: usize, seen: &mut Vec<Value>) -> bool {
         if let Some(&(init, next)) = self.carried.get(&v) {
-            return self.loaded_along(init, dim) && self.loaded_along(next, dim);
+            if seen.contains(&v) {
+                return true;
+            }
+            seen.push(v);
+            return self.loaded_along_from(init, dim, seen) && self.loaded_along_from(next, dim, seen);
         }
         let src = match self.def(v).map(|d| &d.op) {
             Some(Op::Cast(x, _)) => *x,
@@ -716,7 +726,15 @@ impl<'k> Assignment<'k> {
         if changed {
             return true;
         }
-        for (v, reqs) in vals {
+        for (v, mut reqs) in vals {
+            if self.carried.contains_key(&v) && !self.adopted.contains(&v) {
+                // A loop-carried value is also asked for in the layout it is carried in, by the
+                // yield that carries it on unchanged: that request follows the others.
+                reqs.retain(|l| Some(*l) != self.natural(v));
+                if reqs.is_empty() {
+                    continue;
+                }
+            }
             let want = reqs[0];
             let agree = reqs.iter().all(|l| *l == want);
             if self.kind(v) == Kind::Remat {

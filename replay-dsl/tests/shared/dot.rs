@@ -156,8 +156,9 @@ pub fn kernel(c: DotCase) -> Kernel {
 
 /// A software-pipelined product: `out = Σ_i a_i @ b` over `iters` row-major `[m, k]` tiles
 /// `a_i` and one K-major `b` (`[n, k]` in memory), each iteration issuing the load of the next
-/// tile before its dot and carrying it through the loop; parameters `a`, `b`, `out`.
-pub fn pipelined_kernel(m: usize, n: usize, k: usize, iters: usize, warps: u32) -> Kernel {
+/// tile before its dot and carrying it through the loop; with `same`, the loop carries `a_0`
+/// unchanged instead (`out = iters · a_0 @ b`). Parameters `a`, `b`, `out`.
+pub fn pipelined_kernel(m: usize, n: usize, k: usize, iters: usize, warps: u32, same: bool) -> Kernel {
     let params = vec![param("a", Elem::F32), param("b", Elem::F32), param("out", Elem::F32)];
     trace(&format!("pipelined_{m}x{n}x{k}"), params, vec![], warps, |p| {
         let (pa, pb, po) = (tile_ptr::<f32>(p[0]), tile_ptr::<f32>(p[1]), tile_ptr::<f32>(p[2]));
@@ -177,7 +178,7 @@ pub fn pipelined_kernel(m: usize, n: usize, k: usize, iters: usize, warps: u32) 
             range(0, iters as i32),
             (zeros::<f32>([m, n]), first),
             |i, (acc, cur)| {
-                let next = a_tile(minimum(i + 1, last));
+                let next = if same { cur } else { a_tile(minimum(i + 1, last)) };
                 (dot_acc(cur, b, acc), next)
             },
         );
