@@ -10,6 +10,9 @@
 #   tuned    bench-ssm tuned (REPLAY_TUNE=force), with Triton: batches $TUNED_BATCHES (default
 #            256,1), models $TUNED_MODELS (default both)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
+#   ab       the previous build (.carry/old/replay) against this one at equal plans, alternated,
+#            two rounds each: bench-ssm --plans $AB_PLANS (default the v14 Super results)
+#            --model $AB_MODEL --batch $AB_BATCH --drafts $AB_DRAFTS (default Super, 256, 8)
 #   ncu      Nsight Compute on the conventional, replay-step, verify and fold kernels (models
 #            $NCU_MODELS, kernels $NCU_KERNELS; default all, B=256, T=8; tuned plans when
 #            the cache has them; speed of light, occupancy, warp states, instruction mix,
@@ -70,6 +73,19 @@ profile() { # one launch of each SSM kernel per model under Nsight Compute, with
   done
 }
 
+ab() { # old and new binaries at the plans of $AB_PLANS, alternated
+  local plans=${AB_PLANS:-bench/results/ssm-h200-v14-super.json} round b
+  for round in 1 2; do
+    for b in old new; do
+      local exe=$bin
+      [[ $b == old ]] && exe=.carry/old/replay
+      echo "== $b, round $round"
+      "$exe" bench-ssm --plans "$plans" --model "${AB_MODEL:-nemotron3-super-120b}" \
+        --batch "${AB_BATCH:-256}" --drafts "${AB_DRAFTS:-8}" --json "$out/ab-$b-$round.json" || return 1
+    done
+  done
+}
+
 for s in "${steps[@]}"; do
   case $s in
     tests) export -f gpu_tests; step tests 240 bash -c gpu_tests ;;
@@ -79,7 +95,8 @@ for s in "${steps[@]}"; do
       ${TUNED_MODELS:+--model "$TUNED_MODELS"} --triton "$triton" --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
-    *) echo "unknown step $s (tests, memcheck, tuned, notune, ncu)" >&2; failed=$((failed + 1)) ;;
+    ab) export -f ab; export out bin; step ab 300 bash -c ab ;;
+    *) echo "unknown step $s (tests, memcheck, tuned, notune, ncu, ab)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 exit "$failed"
