@@ -14,7 +14,7 @@
 #            two rounds each: bench-ssm --plans $AB_PLANS (default the v14 Super results)
 #            --model $AB_MODEL --batch $AB_BATCH --drafts $AB_DRAFTS (default Super, 256, 8)
 #   ncu      Nsight Compute on the conventional, replay-step, verify and fold kernels (models
-#            $NCU_MODELS, kernels $NCU_KERNELS; default all, B=256, T=8; tuned plans when
+#            $NCU_MODELS, kernels $NCU_KERNELS, batch $NCU_BATCH; default all, B=256, T=8; tuned plans when
 #            the cache has them; speed of light, occupancy, warp states, instruction mix,
 #            and per-SASS-instruction counts and stalls as CSV)
 # A failing step is reported and the next one runs; the exit status counts the failures.
@@ -65,9 +65,10 @@ profile() { # one launch of each SSM kernel per model under Nsight Compute, with
         --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
         --section InstructionStats --section MemoryWorkloadAnalysis --section SchedulerStats \
         --section SourceCounters \
-        "$bin" bench-ssm --model "$model" --batch 256 --drafts 8 $plans >/dev/null || return 1
+        "$bin" bench-ssm --model "$model" --batch "${NCU_BATCH:-256}" --drafts 8 $plans >/dev/null || return 1
       ncu -i "$name.ncu-rep" --print-summary none || return 1
       ncu -i "$name.ncu-rep" --page source --print-source sass --csv >"$name-sass.csv" || return 1
+      python3 bench/tools/ncu_sass.py "$name-sass.csv" || true
       rm -f "$name.ncu-rep"
     done
   done
