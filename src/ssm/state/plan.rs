@@ -123,11 +123,13 @@ pub struct ReplayPlan {
 }
 
 impl ReplayPlan {
-    /// A plan with default tiles for `shape` (before tuning): 4 warps, no occupancy hint; for
-    /// the step `BV` the largest power of two up to 64 dividing the state rows of a group (its
-    /// flat row tiling), for the verification and its fold `BV = min(32, dv)` rounded to a
-    /// power of two and `HB` the largest divisor of the heads per group up to 4, the fold's `FC`
-    /// all key columns (what tuning picks most often on an H200 at batch 256: `bench/NOTES.md`).
+    /// A plan with default tiles for `shape` (before tuning), what tuning picks on an H200 at
+    /// batch 256 (`bench/NOTES.md`, v14): 4 warps; for the step `BV` the largest power of two
+    /// up to 64 dividing the state rows of a group (its flat row tiling), no occupancy hint; for
+    /// the verification `BV = min(32, dv)` rounded to a power of two, `HB` the largest divisor
+    /// of the heads per group up to 16, each head's weights in its iteration, and 4 programs
+    /// per SM (128 registers); for the fold the same `BV`, one head per program and all key
+    /// columns at once.
     pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
         let hb_up_to = |most: usize| (1..=most).rev().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
@@ -151,12 +153,15 @@ impl ReplayPlan {
             window,
             max_drafts,
             step: tiles(step_bv, 1),
-            verify: tiles(head_bv, hb_up_to(4)),
-            // The fold: one block of all key columns (its loads issued at once), as tuning
-            // picks at every batch measured.
+            verify: Tiles {
+                min_blocks: 4,
+                shared_weights: false,
+                ..tiles(head_bv, hb_up_to(16))
+            },
+            // The fold: one block of all key columns (its loads issued at once).
             fold: Tiles {
                 flush_columns: shape.dk,
-                ..tiles(head_bv, hb_up_to(4))
+                ..tiles(head_bv, 1)
             },
         }
     }
