@@ -137,40 +137,7 @@ impl Emitter<'_> {
             }
         }
         if p.in_regs {
-            // Each warp holds the fragments of its k-group: every k-step from registers.
-            let (fa, fb) = (self.asg.layout(la).clone(), self.asg.layout(lb).clone());
-            let reg_of = |l: &crate::backend::layout::Layout| -> std::collections::HashMap<(usize, usize), usize> {
-                (0..l.num_regs())
-                    .map(|r| ((l.reg_coord(r, 0), l.reg_coord(r, 1)), r))
-                    .collect()
-            };
-            let (at, bt) = (reg_of(&fa), reg_of(&fb));
-            // The K coordinates of the k-steps: A's K register bits but bit 0 (the half).
-            let kbits: Vec<u8> = (fa.regs.iter())
-                .filter(|b| b.dim == 1 && b.bit > 0)
-                .map(|b| b.bit)
-                .collect();
-            for step in 0..1usize << kbits.len() {
-                let k0: usize = (kbits.iter().enumerate()).map(|(j, b)| ((step >> j) & 1) << b).sum();
-                let afr: Vec<Frag> = (rows.iter())
-                    .map(|&m0| {
-                        let w =
-                            [(m0, k0), (m0 + 8, k0), (m0, k0 + 1), (m0 + 8, k0 + 1)].map(|rc| self.bits(ra[at[&rc]]));
-                        self.tf32_frag(&w, round_a)
-                    })
-                    .collect();
-                let bfr: Vec<Frag> = (cols.iter())
-                    .map(|&n0| {
-                        let w = [(k0, n0), (k0 + 1, n0)].map(|rc| self.bits(rb[bt[&rc]]));
-                        self.tf32_frag(&w, round_b)
-                    })
-                    .collect();
-                for (q, (m0, n0)) in tiles.iter().enumerate() {
-                    let fa = &afr[rows.binary_search(m0).expect("row tile")];
-                    let fb = &bfr[cols.binary_search(n0).expect("column tile")];
-                    self.mma_terms(p, &c[4 * q..4 * q + 4], fa, fb, zero);
-                }
-            }
+            self.register_k_steps(p, (&ra, la), (&rb, lb), &tiles, &c, zero, (round_a, round_b));
             return Ok(match kgroup {
                 Some(_) => self.sum_k_groups(&c, &rep, threads),
                 None => c,
@@ -238,6 +205,60 @@ impl Emitter<'_> {
             return Ok(self.sum_k_groups(&c, &rep, threads));
         }
         Ok(c)
+    }
+
+    /// Every k-step of this warp's k-group from the operands' registers (`a` and `b` in their
+    /// [`crate::backend::mma::register_operands`] layouts): `c += a · b` for the m16n8 tiles
+    /// `tiles` (row and column offsets from the accumulator's register bits).
+    #[allow(clippy::too_many_arguments)]
+    fn register_k_steps(
+        &mut self,
+        p: MmaPlan,
+        (ra, la): (&[Reg], LayoutId),
+        (rb, lb): (&[Reg], LayoutId),
+        tiles: &[(usize, usize)],
+        c: &[Reg],
+        zero: Reg,
+        (round_a, round_b): (Tf32Words, Tf32Words),
+    ) {
+        let (fa, fb) = (self.asg.layout(la).clone(), self.asg.layout(lb).clone());
+        // The register holding each (row, column) of the register bits.
+        let reg_of = |l: &crate::backend::layout::Layout| -> std::collections::HashMap<(usize, usize), usize> {
+            (0..l.num_regs())
+                .map(|r| ((l.reg_coord(r, 0), l.reg_coord(r, 1)), r))
+                .collect()
+        };
+        let (at, bt) = (reg_of(&fa), reg_of(&fb));
+        let (mut rows, mut cols): (Vec<usize>, Vec<usize>) = tiles.iter().copied().unzip();
+        for v in [&mut rows, &mut cols] {
+            v.sort_unstable();
+            v.dedup();
+        }
+        // The K coordinates of the k-steps: A's K register bits but bit 0 (the `t + 4` half).
+        let kbits: Vec<u8> = (fa.regs.iter())
+            .filter(|b| b.dim == 1 && b.bit > 0)
+            .map(|b| b.bit)
+            .collect();
+        for step in 0..1usize << kbits.len() {
+            let k0: usize = (kbits.iter().enumerate()).map(|(j, b)| ((step >> j) & 1) << b).sum();
+            let afr: Vec<Frag> = (rows.iter())
+                .map(|&m0| {
+                    let w = [(m0, k0), (m0 + 8, k0), (m0, k0 + 1), (m0 + 8, k0 + 1)].map(|rc| self.bits(ra[at[&rc]]));
+                    self.tf32_frag(&w, round_a)
+                })
+                .collect();
+            let bfr: Vec<Frag> = (cols.iter())
+                .map(|&n0| {
+                    let w = [(k0, n0), (k0 + 1, n0)].map(|rc| self.bits(rb[bt[&rc]]));
+                    self.tf32_frag(&w, round_b)
+                })
+                .collect();
+            for (q, (m0, n0)) in tiles.iter().enumerate() {
+                let fa = &afr[rows.binary_search(m0).expect("row tile")];
+                let fb = &bfr[cols.binary_search(n0).expect("column tile")];
+                self.mma_terms(p, &c[4 * q..4 * q + 4], fa, fb, zero);
+            }
+        }
     }
 
     /// `tile += a · b` for one m16n8 tile and k-step: one chained `mma` at precision `Tf32`;
