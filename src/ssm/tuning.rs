@@ -195,6 +195,19 @@ fn useful_occupancy_hint<C: replay_dsl::ConfigValues>(c: &C, _: &PruneContext<'_
     get("min_blocks") == 1 || get("min_blocks") * get("num_warps") == 16
 }
 
+/// The `min_blocks` axis of a search space, its useless hints pruned.
+trait OccupancyHints {
+    /// Adds the axis ([`MIN_BLOCKS`]) and [`useful_occupancy_hint`].
+    fn occupancy_hints(self) -> Self;
+}
+
+impl<C: replay_dsl::ConfigValues + 'static> OccupancyHints for SearchSpace<C> {
+    fn occupancy_hints(self) -> Self {
+        self.axis("min_blocks", MIN_BLOCKS)
+            .constraint("useful occupancy hint", useful_occupancy_hint)
+    }
+}
+
 /// Warps searched for the conventional kernel.
 const CONVENTIONAL_WARPS: [i64; 2] = [4, 8];
 
@@ -310,8 +323,7 @@ pub fn tune_conventional(
     )
     .axis("BV", bv_values_conventional(shape))
     .axis("num_warps", CONVENTIONAL_WARPS)
-    .axis("min_blocks", MIN_BLOCKS)
-    .constraint("useful occupancy hint", useful_occupancy_hint)
+    .occupancy_hints()
     .register_limit();
     let grid_shape = *shape;
     let mut problem =
@@ -381,8 +393,7 @@ pub fn tune_replay_tiles(
         .axis("T", [0])
         .axis("BV", bv_values_step(shape))
         .axis("num_warps", [4, 8])
-        .axis("min_blocks", MIN_BLOCKS)
-        .constraint("useful occupancy hint", useful_occupancy_hint)
+        .occupancy_hints()
         .axis("EARLY", early_values(batch))
         .axis("FC", flush_column_values(batch))
         .register_limit();
@@ -431,8 +442,7 @@ pub fn tune_verify_tiles(
         .axis("BV", bv_values_replay(shape))
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
-        .axis("min_blocks", MIN_BLOCKS)
-        .constraint("useful occupancy hint", useful_occupancy_hint)
+        .occupancy_hints()
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .register_limit();
@@ -477,8 +487,7 @@ pub fn tune_fold_tiles(
         .axis("BV", bv_values_replay(shape))
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
-        .axis("min_blocks", MIN_BLOCKS)
-        .constraint("useful occupancy hint", useful_occupancy_hint)
+        .occupancy_hints()
         .axis("FC", [16, 32, 64, 128])
         .axis("RC", [16, DEFAULT_RECORD_CHUNK as i64])
         .register_limit();

@@ -17,6 +17,17 @@ pub fn head_block_grid(shape: &ModelShape, batch: usize, hb: usize, bv: usize) -
     Grid::new(batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32)
 }
 
+/// The largest power of two up to `most` (a power of two) dividing the state rows of a group
+/// (`heads/groups · dv`): a flat-row tile whose programs each stay in one group.
+fn group_row_tile(shape: &ModelShape, most: usize) -> usize {
+    let group_rows = shape.heads_per_group() * shape.dv;
+    let mut bv = most;
+    while !group_rows.is_multiple_of(bv) {
+        bv /= 2;
+    }
+    bv
+}
+
 /// The replay step's default key columns per flush block (`FC`).
 pub const DEFAULT_FLUSH_COLUMNS: usize = 32;
 
@@ -134,10 +145,7 @@ impl ReplayPlan {
         let hpg = shape.heads_per_group();
         let hb_up_to = |most: usize| (1..=most).rev().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
         let head_bv = 32usize.min(shape.dv.next_power_of_two());
-        let mut step_bv = 64;
-        while !(hpg * shape.dv).is_multiple_of(step_bv) {
-            step_bv /= 2;
-        }
+        let step_bv = group_row_tile(shape, 64);
         let tiles = |bv, hb| Tiles {
             bv,
             hb,
@@ -183,11 +191,7 @@ impl ConventionalPlan {
     /// Default tiles: `BV` the largest power of two up to `min(32, dv)` (rounded up to a
     /// power of two) dividing the state rows of a group (`heads/groups · dv`), 4 warps.
     pub fn default_for(shape: &ModelShape, max_drafts: usize) -> ConventionalPlan {
-        let group_rows = shape.heads_per_group() * shape.dv;
-        let mut bv = 32usize.min(shape.dv.next_power_of_two());
-        while !group_rows.is_multiple_of(bv) {
-            bv /= 2;
-        }
+        let bv = group_row_tile(shape, 32usize.min(shape.dv.next_power_of_two()));
         let t = Tiles {
             bv,
             hb: 1,

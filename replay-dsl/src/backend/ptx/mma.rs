@@ -3,9 +3,9 @@
 //! (`ld.shared` for tf32, `ldmatrix` for 16-bit types) and issues one `mma.sync` per `m16n8`
 //! tile of its registers and per term. f32 operands are split into tf32 parts, `x = hi + lo`
 //! (3xTF32; `lo` is left for the tensor cores to truncate): the terms `a_lo·b_hi`, `a_hi·b_lo`,
-//! `a_hi·b_hi` accumulate in that order, and the
-//! terms of an operand exact in tf32 (a cast from a 16-bit float) have no low part; such a cast
-//! is staged as its 16-bit source and widened as its fragments load.
+//! `a_hi·b_hi` accumulate in that order, and the terms of an operand exact in tf32 (a cast from
+//! a 16-bit float) have no low part; such a cast is staged as its 16-bit source and widened as
+//! its fragments load.
 //! The tensor cores round their f32 sums toward zero, so the products of one k-step are summed
 //! from zero into a fresh fragment, which is then added to the accumulator with `add.rn.f32`:
 //! the truncation errors stay relative to one k-step's sum, and the mmas of consecutive k-steps
