@@ -65,8 +65,9 @@
 //! - **Decode step** — one launch per SSM layer, nothing else: each layer launches
 //!   [`replay::mamba2_replay_step`] with `meta` = the current buffer and `meta_out` = the
 //!   other one, and `next_drafts` = the next step's kind (`0`: a decode step; `n`: a
-//!   verification of `n` drafts). One program per row (`program_id(1) == 0`) writes the row's advanced counters to `meta_out` (`h + 1`, or `0`
-//!   after a flush, `start` kept, the next flag), which commits the record the step appended;
+//!   verification of `n` drafts). One program per row (`program_id(1) == 0`) writes the row's
+//!   advanced counters to `meta_out` (`h + 1`, or `0` after a flush, `start` kept, the next
+//!   flag), which commits the record the step appended;
 //!   padding rows write nothing. Every layer of the step reads the same current buffer and
 //!   writes the same values to the other, so the layers of a model may share both. After the
 //!   step (all layers) the other buffer becomes current.
