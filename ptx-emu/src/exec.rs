@@ -413,6 +413,12 @@ impl Launch<'_> {
                         Err(e) => return Err(self.mem_err(ctaid, t, pc, space_name(space), at, len, e)),
                     }
                 }
+                Op::Prefetch { addr } => {
+                    let at = rd(regs, addr.base).wrapping_add(addr.offset as u64);
+                    if let Err(e) = global.slice(at, 1) {
+                        return Err(self.mem_err(ctaid, t, pc, "global", at, 1, e));
+                    }
+                }
                 Op::St {
                     space,
                     bytes,

@@ -452,6 +452,8 @@ pub enum Op {
         d: [Reg; 4],
         addr: Addr,
     },
+    /// `prefetch.global.L2`: no effect, but the address must lie in an allocation.
+    Prefetch { addr: Addr },
     /// `st.{global,shared}[.vN]`.
     St {
         space: Space,

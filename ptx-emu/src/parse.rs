@@ -666,6 +666,15 @@ impl Body<'_> {
             "ld" => self.ld(p),
             "st" => self.st(p),
             "atom" => self.atom(p),
+            "prefetch" => {
+                p.want(1)?;
+                match p.mods.as_slice() {
+                    ["global", "L2"] => Ok(Op::Prefetch {
+                        addr: self.addr(p, p.ops[0])?,
+                    }),
+                    _ => Err(p.unknown()),
+                }
+            }
             "bra" => {
                 p.want(1)?;
                 p.only(&["uni"])?;

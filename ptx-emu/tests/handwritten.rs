@@ -248,6 +248,18 @@ fn out_of_bounds_global_store_names_the_instruction() {
 }
 
 #[test]
+fn prefetch_needs_an_address_inside_a_buffer() {
+    let inside = "\tprefetch.global.L2 [%rd1+4];\n";
+    run(inside, 16, vec![0; 8], 4).unwrap();
+    let wild = "\tprefetch.global.L2 [%rd1+-4];\n";
+    let e = run(wild, 16, vec![0; 8], 4).unwrap_err().to_string();
+    assert!(
+        e.contains("not inside any buffer") || e.contains("out of bounds"),
+        "{e}"
+    );
+}
+
+#[test]
 fn shared_bounds_and_alignment() {
     let oob = "\tmov.u32 %r2, smem;\n\tst.shared.b32 [%r2+16], %r0;\n";
     let e = run(oob, 16, vec![], 4).unwrap_err().to_string();

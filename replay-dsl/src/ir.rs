@@ -194,6 +194,15 @@ pub enum Op {
         /// Which lanes are stored.
         mask: Option<Value>,
     },
+    /// A hint that the memory behind a pointer tile is read soon: asks the L2 cache to fetch it
+    /// now (no registers held, nothing waits for it). Masked-off lanes are not fetched; every
+    /// fetched lane must be in bounds, as for a load.
+    Prefetch {
+        /// Pointers.
+        ptr: Value,
+        /// Which lanes are fetched.
+        mask: Option<Value>,
+    },
     /// Reduction along one axis; the axis is removed from the shape.
     Reduce {
         /// Input tile.
@@ -376,6 +385,7 @@ impl Op {
             },
             Op::Load { ptr, mask, other } => [Some(*ptr), *mask, *other].into_iter().flatten().collect(),
             Op::Store { ptr, value, mask } => [Some(*ptr), Some(*value), *mask].into_iter().flatten().collect(),
+            Op::Prefetch { ptr, mask } => [Some(*ptr), *mask].into_iter().flatten().collect(),
             Op::Reduce { value, .. } | Op::Scan { value, .. } => vec![*value],
             Op::Dot { a, b, acc, .. } => vec![*a, *b, *acc],
             Op::Atomic {
@@ -393,7 +403,10 @@ impl Op {
 
     /// True if the op writes memory or otherwise must not be removed or merged.
     pub fn has_side_effects(&self) -> bool {
-        matches!(self, Op::Store { .. } | Op::Atomic { .. } | Op::Yield(_))
+        matches!(
+            self,
+            Op::Store { .. } | Op::Prefetch { .. } | Op::Atomic { .. } | Op::Yield(_)
+        )
     }
 
     /// Nested blocks of control-flow ops.
@@ -450,6 +463,10 @@ impl Op {
                 g(value);
                 mask.iter_mut().for_each(&mut g);
             }
+            Op::Prefetch { ptr, mask } => {
+                g(ptr);
+                mask.iter_mut().for_each(&mut g);
+            }
             Op::Reduce { value, .. } | Op::Scan { value, .. } => g(value),
             Op::Dot { a, b, acc, .. } => {
                 g(a);
@@ -501,6 +518,7 @@ impl Op {
             Op::AddPtr(..) => "addptr".into(),
             Op::Load { .. } => "load".into(),
             Op::Store { .. } => "store".into(),
+            Op::Prefetch { .. } => "prefetch".into(),
             Op::Reduce { axis, kind, .. } => format!("reduce.{} axis={axis}", format!("{kind:?}").to_lowercase()),
             Op::Scan {
                 axis,

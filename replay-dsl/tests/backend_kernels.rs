@@ -84,6 +84,40 @@ fn vector_add_masked_tail() {
     }
 }
 
+/// `out = x` by blocks of 1024, prefetching the next program's block (masked to `< n`).
+fn copy_prefetching_ahead(div: u32, warps: u32) -> Kernel {
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), int("n", div)];
+    trace("copy_ahead", params, vec![], warps, |a| {
+        let (x, o) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]));
+        let n = Tile::<i32>::from_value(a[2]);
+        let offs = program_id(0) * 1024 + arange(1024);
+        prefetch(x + offs + 1024, (offs + 1024).compare(CmpOp::Lt, n));
+        let m = offs.compare(CmpOp::Lt, n);
+        store(o + offs, load(x + offs, m), m);
+    })
+    .unwrap()
+}
+
+#[test]
+fn prefetch_lowers_to_one_l2_prefetch_per_vector() {
+    for warps in [1, 4] {
+        let c = check(&copy_prefetching_ahead(16, warps));
+        // Each thread holds 1024 / (32·warps) elements in 16-byte vectors: one prefetch each.
+        let per_thread = 1024 / (32 * warps as usize) / 4;
+        assert_eq!(
+            c[0].ptx.matches("prefetch.global.L2 [").count(),
+            per_thread,
+            "{}",
+            c[0].ptx
+        );
+        assert!(c[0]
+            .ptx
+            .lines()
+            .filter(|l| l.contains("prefetch"))
+            .all(|l| l.trim_start().starts_with('@')));
+    }
+}
+
 fn row_softmax(block: usize, warps: u32) -> Kernel {
     trace(
         "softmax",

@@ -20,6 +20,9 @@
 //!   `num_warps`, random complementary and overlapping masks.
 //! - `runtime_loops_and_branches`: `for` with zero, negative and many trips, nested loops, a tile
 //!   carried through a loop, per-program trip counts, runtime `if` (nested, carrying state).
+//! - `prefetched_tile_loop`: a loop over `[R, C]` tiles (f32 and bf16) that prefetches the next
+//!   tile into L2 (the last iteration's prefetch masked off) before loading and summing this
+//!   one: the results of a plain loop, every `num_warps`; the PTX holds `prefetch.global.L2`.
 //! - `layout_conversions`: `x + x.trans()` on square tiles and `x.trans()` on rectangular ones.
 //! - `reductions_on_each_axis`: sum / max / min / cumsum along every axis of 2-D and 3-D tiles
 //!   and over all elements, f32 (values exact in any order) and i32; cumsum and cumprod also
@@ -888,6 +891,77 @@ fn runtime_loops_and_branches() {
                 &args,
             )
             .assert_same();
+        }
+    }
+}
+
+/// Program `p` sums the rows of the `n` tiles `[rows, cols]` at `x + (p·n + i)·rows·cols` into
+/// `out[p·rows ..]`, prefetching tile `i + 1` (masked off at the last) before loading tile `i`.
+fn prefetch_loop_kernel<T: Scalar>(e: Elem, rows: usize, cols: usize, w: u32) -> Kernel {
+    let params = vec![ptr("x", e), ptr("out", Elem::F32), val("n", Elem::I32)];
+    trace("prefetch_loop", params, vec![], w, |a| {
+        let (x, out, n) = (ptr_of::<T>(a, 0), ptr_of::<f32>(a, 1), scalar::<i32>(a, 2));
+        let size = (rows * cols) as i32;
+        let local = (arange(rows) * cols as i32).expand_dims(1) + arange(cols).expand_dims(0);
+        let first = program_id(0) * n;
+        let acc = for_range(range(0, n), zeros::<f32>([rows]), |i, acc| {
+            let next = x + (first + i + 1) * size + local;
+            prefetch(next, (i + 1).compare(CmpOp::Lt, n));
+            let t: Tile<T> = load(x + (first + i) * size + local, true);
+            acc + sum(t.cast::<f32>(), 1)
+        });
+        store(out + program_id(0) * rows as i32 + arange(rows), acc, true);
+    })
+    .unwrap()
+}
+
+#[test]
+fn prefetched_tile_loop() {
+    for target in Target::ALL {
+        let k = prefetch_loop_kernel::<f32>(Elem::F32, 16, 64, 4);
+        let c = replay_dsl::compile(&k, target).unwrap();
+        assert!(c.ptx.contains("prefetch.global.L2 ["), "{}", c.ptx);
+    }
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rand::new(0x9f);
+    let (programs, n) = (3usize, 5usize);
+    for (rows, cols) in [(16usize, 64usize), (8, 8), (32, 128)] {
+        for w in WARPS {
+            let len = programs * n * rows * cols;
+            // Small integers: every sum is exact, in any order.
+            let xs: Vec<f32> = (0..len).map(|_| rng.int(-8, 8) as f32).collect();
+            let xb: Vec<bf16> = xs.iter().map(|&v| bf16::from_f32(v)).collect();
+            let cases = [
+                (prefetch_loop_kernel::<f32>(Elem::F32, rows, cols, w), HArg::buf(&xs)),
+                (prefetch_loop_kernel::<bf16>(Elem::BF16, rows, cols, w), HArg::buf(&xb)),
+            ];
+            for (kernel, x) in cases {
+                let args = vec![x, HArg::poisoned(Elem::F32, programs * rows), HArg::I32(n as i32)];
+                let run = run_both(
+                    &gpu,
+                    format!("prefetched loop, tiles {rows}x{cols}, num_warps {w}"),
+                    &kernel,
+                    [programs as u32, 1, 1],
+                    &args,
+                );
+                run.assert_same();
+                let expect: Vec<f32> = (0..programs * rows)
+                    .map(|r| {
+                        let (p, row) = (r / rows, r % rows);
+                        (0..n)
+                            .flat_map(|i| (0..cols).map(move |c| ((p * n + i) * rows + row) * cols + c))
+                            .map(|j| xs[j])
+                            .sum()
+                    })
+                    .collect();
+                let got: Vec<f32> = run.gpu[1]
+                    .chunks(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                if got != expect {
+                    run.fail(&format!("row sums {got:?}, expected {expect:?}"));
+                }
+            }
         }
     }
 }

@@ -61,6 +61,32 @@ fn out_of_bounds_load_names_kernel_op_program_and_offset() {
 }
 
 #[test]
+fn out_of_bounds_prefetch_is_an_error_unless_masked_off() {
+    // Prefetches the next program's block, masked to `i < n`, then loads its own.
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("n", Elem::I32)];
+    let k = trace("ahead", params, vec![], 4, |a| {
+        let x = Tile::<Ptr<f32>>::from_value(a[0]);
+        let out = Tile::<Ptr<f32>>::from_value(a[1]);
+        let n = Tile::<i32>::from_value(a[2]);
+        let offs = program_id(0) * 64 + arange(64);
+        prefetch(x + offs + 64, (offs + 64).compare(CmpOp::Lt, n));
+        store(out + offs, load(x + offs, true), true);
+    })
+    .unwrap();
+    let mut mem = Memory::new();
+    let x = mem.alloc(&[1.5f32; 128]);
+    let out = mem.alloc(&[0.0f32; 128]);
+    run(&k, [2, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(128)], &mut mem).unwrap();
+    assert!(mem.read::<f32>(out).iter().all(|&v| v == 1.5));
+    // n past the buffer: program 1 prefetches x[128..].
+    let err = run(&k, [2, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(200)], &mut mem).unwrap_err();
+    assert!(
+        matches!(&err, InterpError::OutOfBounds { op, program: [1, 0, 0], offset: 128, .. } if op == "prefetch"),
+        "{err}"
+    );
+}
+
+#[test]
 fn out_of_bounds_store_writes_nothing() {
     let k = scale_kernel();
     let mut mem = Memory::new();

@@ -413,6 +413,11 @@ impl<'k> Assignment<'k> {
         }
     }
 
+    /// The layout a prefetch operates in: a coalesced load's.
+    pub fn prefetch_layout(&mut self, ptr: Value, mask: Option<Value>) -> LayoutId {
+        self.anchor(ptr, mask, 16)
+    }
+
     /// The layout in which a view's source is read when the view is wanted in `l`.
     pub fn view_source(&mut self, inst: &Inst, l: LayoutId) -> (Value, LayoutId) {
         let layout = self.table.get(l).clone();
@@ -445,6 +450,10 @@ impl<'k> Assignment<'k> {
             | Op::Atomic { .. } => all(res.expect("real op has a layout")),
             Op::Store { ptr, value, mask } => {
                 let l = self.store_layout(*ptr, *value, *mask);
+                all(l)
+            }
+            Op::Prefetch { ptr, mask } => {
+                let l = self.prefetch_layout(*ptr, *mask);
                 all(l)
             }
             Op::Reduce { value, .. } => vec![(*value, self.reduce_input(inst.results[0]))],
@@ -629,7 +638,7 @@ impl<'k> Assignment<'k> {
                         self.set_real(*res, l);
                     }
                 }
-                Op::Store { .. } | Op::Yield(_) => {}
+                Op::Store { .. } | Op::Prefetch { .. } | Op::Yield(_) => {}
             }
         }
     }

@@ -91,6 +91,14 @@ pub fn load_or<T: Scalar>(ptr: Tile<Ptr<T>>, mask: Tile<bool>, other: impl Opera
     ))
 }
 
+/// Asks the L2 cache to fetch, now, the memory behind a tile of pointers where `mask` is true:
+/// a hint for data a later `load` reads (say, the next loop iteration's tile), which holds no
+/// registers and is waited for by nothing. Fetched lanes must be in bounds, as for a load.
+pub fn prefetch<T: Scalar>(ptr: Tile<Ptr<T>>, mask: impl MaskArg) {
+    let (p, m) = mask_for(ptr.value, mask.mask(), "prefetch");
+    super::builder::push(Op::Prefetch { ptr: p, mask: m }, vec![]);
+}
+
 /// Stores `value` through a tile of pointers where `mask` is true.
 pub fn store<T: Scalar>(ptr: Tile<Ptr<T>>, value: impl Operand<T>, mask: impl MaskArg) {
     let (p, m) = mask_for(ptr.value, mask.mask(), "store");

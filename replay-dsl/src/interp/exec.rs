@@ -448,6 +448,21 @@ impl<'a> Exec<'a> {
                 });
                 self.store(e, ps, &dv, mv)
             }
+            Op::Prefetch { ptr, mask } => {
+                let dp = self.get(*ptr)?;
+                let Data::P(ps) = &*dp else {
+                    return unsupported("prefetch through a non-pointer tile");
+                };
+                let e = k.ty(*ptr).dtype.pointee().expect("a pointer tile");
+                let dm = mask.map(|m| self.bools(m)).transpose()?;
+                // Nothing is read; every fetched lane must still be in bounds.
+                for (i, &p) in ps.iter().enumerate() {
+                    if dm.as_deref().is_none_or(|d| matches!(d, Data::B(b) if b[i])) {
+                        Self::check(self.mem, e, p)?;
+                    }
+                }
+                Ok(())
+            }
             Op::Atomic {
                 kind,
                 ptr,

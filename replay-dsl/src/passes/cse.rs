@@ -18,7 +18,13 @@ pub fn cse(kernel: &mut Kernel) {
 fn is_pure(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Load { .. } | Op::Store { .. } | Op::Atomic { .. } | Op::For { .. } | Op::If { .. } | Op::Yield(_)
+        Op::Load { .. }
+            | Op::Store { .. }
+            | Op::Prefetch { .. }
+            | Op::Atomic { .. }
+            | Op::For { .. }
+            | Op::If { .. }
+            | Op::Yield(_)
     )
 }
 

@@ -215,6 +215,22 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// An L2 prefetch of a pointer tile: one `prefetch.global.L2` per vector of a coalesced
+    /// load's layout (a warp's instruction covers its contiguous bytes), by the owners only.
+    pub(super) fn prefetch(&mut self, ptr: Value, mask: Option<Value>) -> Result<(), CompileError> {
+        let l = self.asg.prefetch_layout(ptr, mask);
+        let ptrs = self.get(ptr, l)?;
+        let masks = mask.map(|m| self.get(m, l)).transpose()?;
+        let owner = self.owner(l);
+        let s = self.ty(ptr).dtype.pointee().map_or(8, Elem::bytes);
+        let v = self.access_width(l, ptr, mask, s);
+        for g in (0..ptrs.len()).step_by(v) {
+            let guard = self.guard(masks.as_ref().map(|m| m[g]), owner);
+            emit!(self, "{guard}prefetch.global.L2 [{}]", self.address(ptrs[g]));
+        }
+        Ok(())
+    }
+
     /// An atomic read-modify-write per element; returns the old values (0 where masked off).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn atomic(

@@ -260,6 +260,7 @@ impl<'k> Emitter<'k> {
             Op::If { .. } => return self.emit_if(inst),
             Op::Yield(vs) => return self.emit_yield(vs),
             Op::Store { ptr, value, mask } => return self.store(*ptr, *value, *mask),
+            Op::Prefetch { ptr, mask } => return self.prefetch(*ptr, *mask),
             _ => {}
         }
         let r = inst.results[0];
