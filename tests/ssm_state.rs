@@ -616,7 +616,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     assert_eq!(v.source, TuneSource::Tuned);
     assert!([3, 4].contains(&v.window));
     assert!(short.tiles[..2].contains(&v.tiles));
-    // The fold's tiles, on every row folding the flushing verification's records.
+    // The fold's tiles, on rows spread over a verification cycle (one in its length folding).
     let (f, f_source, f_points) = tune_fold_tiles(&mut tuner, &TUNE, 2, 3, 2, 1).unwrap();
     assert_eq!(f_source, TuneSource::Tuned);
     assert!(f_points > 1 && [16, 32, 64, 128].contains(&f.flush_columns), "{f:?}");

@@ -26,8 +26,6 @@ struct Case {
     warps: u32,
     /// Key columns per flush block (`FC`) of both kernels.
     fc: usize,
-    /// Record rows per chunk of the fold (`RC`).
-    rc: usize,
     /// The verification's `PREFETCH`.
     prefetch: bool,
     /// The verification's `SHARED_WEIGHTS`.
@@ -93,7 +91,6 @@ fn run(case: Case) {
         hb,
         warps,
         fc,
-        rc: record_chunk,
         prefetch,
         shared_weights,
         seed,
@@ -130,7 +127,6 @@ fn run(case: Case) {
     let par = param_bufs(&s, &params);
     let config = ReplayConfig {
         fc,
-        rc: record_chunk,
         prefetch,
         shared_weights,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -274,7 +270,6 @@ fn speculative_window_4_drafts_3() {
         hb: 3,
         warps: 4,
         fc: 32,
-        rc: 64,
         prefetch: true,
         shared_weights: false,
         seed: 11,
@@ -294,7 +289,6 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         hb: 1,
         warps: 4,
         fc: 8,
-        rc: 4,
         prefetch: false,
         shared_weights: true,
         seed: 12,
@@ -314,7 +308,6 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         hb: 3,
         warps: 4,
         fc: 4,
-        rc: 4,
         prefetch: true,
         shared_weights: false,
         seed: 13,
@@ -451,7 +444,6 @@ fn every_tuning_point_matches_the_recurrence() {
             hb,
             warps,
             fc,
-            rc: if i % 2 == 0 { 4 } else { 64 },
             prefetch,
             shared_weights,
             seed: 200 + i as u64,

@@ -12,7 +12,7 @@
 
 use super::state::{
     flat_row_grid, head_block_grid, ConventionalPlan, DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles,
-    DEFAULT_FLUSH_COLUMNS, DEFAULT_RECORD_CHUNK,
+    DEFAULT_FLUSH_COLUMNS,
 };
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
@@ -251,7 +251,6 @@ fn tiles_of(values: &Values) -> Tiles {
         prefetch: get("PREFETCH", 0) != 0,
         shared_weights: get("SHARED_WEIGHTS", 1) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
-        record_chunk: get("RC", DEFAULT_RECORD_CHUNK as i64) as usize,
     }
 }
 
@@ -470,8 +469,10 @@ pub fn tune_verify_tiles(
 }
 
 /// Tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks × FC`) at window
-/// `window`: timed on every row folding the `h` records of the flushing verification of the
-/// cycle (`h + T > L`), which is all the kernel does. Its tiles do not change the verification's.
+/// `window`, timed on rows spread over the verifications of a cycle (one in its length folding
+/// the `h` records of the flushing verification, `h + T > L`; the others idle), as a cycle of
+/// launches runs it: an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a
+/// flushing one ~0.93 ms. Its tiles do not change the verification's.
 pub fn tune_fold_tiles(
     tuner: &mut Autotuner,
     shape: &ModelShape,
@@ -489,16 +490,13 @@ pub fn tune_fold_tiles(
         .axis("num_warps", [4, 8])
         .occupancy_hints()
         .axis("FC", [16, 32, 64, 128])
-        .axis("RC", [16, DEFAULT_RECORD_CHUNK as i64])
         .register_limit();
-    let flushing = *verify_states(window, drafts, accepted)
-        .last()
-        .expect("a cycle ends with a flush");
+    let cycle = verify_states(window, drafts, accepted);
     let grid_shape = *shape;
     let mut problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
-        .fill("meta", cycle_meta([flushing]));
+        .fill("meta", cycle_meta(cycle));
     // The fold reads A and the slots, not dt_bias.
     for (n, f) in param_fills(batch)
         .into_iter()
@@ -514,8 +512,8 @@ pub fn tune_fold_tiles(
         .size("L", window as i64)
         .size("T", drafts as i64)
         .size("accepted", accepted as i64);
-    // × num_warps, FC, RC.
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 16;
+    // × num_warps, FC.
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 8;
     let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;
     Ok((tiles_of(&values_of(&t.config)), t.source, points))
 }
@@ -680,7 +678,6 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("PREFETCH", tiles.prefetch as i64),
         ("SHARED_WEIGHTS", tiles.shared_weights as i64),
         ("FC", tiles.flush_columns as i64),
-        ("RC", tiles.record_chunk as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -403,13 +403,11 @@ pub struct ReplayConfig {
     pub shared_weights: bool,
     /// `FC` of both kernels (key columns per flush block).
     pub fc: usize,
-    /// The fold's `RC` (record rows per chunk).
-    pub rc: usize,
 }
 
 impl ReplayConfig {
-    /// The tiles given, with the kernels' options (`EARLY`, `PREFETCH`, `SHARED_WEIGHTS`, `FC`,
-    /// `RC`) at their defaults.
+    /// The tiles given, with the kernels' options (`EARLY`, `PREFETCH`, `SHARED_WEIGHTS`, `FC`) at
+    /// their defaults.
     pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
         ReplayConfig {
             shape,
@@ -423,7 +421,6 @@ impl ReplayConfig {
             prefetch: false,
             shared_weights: true,
             fc: 32,
-            rc: 64,
         }
     }
 
@@ -474,7 +471,7 @@ impl ReplayConfig {
         .unwrap()
     }
 
-    /// `mamba2_fold` compiled with this configuration's `L`, `T`, tiles, `FC` and `RC`.
+    /// `mamba2_fold` compiled with this configuration's `L`, `T`, tiles and `FC`.
     pub fn fold(self, dev: &Device) -> CompiledKernel<mamba2_fold::Kernel> {
         let s = self.shape;
         mamba2_fold::Kernel::compile(
@@ -489,7 +486,6 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 FC: self.fc,
-                RC: self.rc,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -31,10 +31,6 @@ fn group_row_tile(shape: &ModelShape, most: usize) -> usize {
 /// The replay step's default key columns per flush block (`FC`).
 pub const DEFAULT_FLUSH_COLUMNS: usize = 32;
 
-/// The fold's default record rows per chunk (`RC`): at least the record rows of every window
-/// up to 64 (one chunk of all rows).
-pub const DEFAULT_RECORD_CHUNK: usize = 64;
-
 /// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB`
 /// (verification and fold only; 1 elsewhere), warps and the occupancy hint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,16 +57,12 @@ pub struct Tiles {
     /// Key columns per flush block of the replay step and the fold (their `FC`; other kernels
     /// ignore it).
     pub flush_columns: usize,
-    /// Record rows per chunk of the fold (its `RC`: only the chunks holding committed records
-    /// are folded; other kernels ignore it).
-    pub record_chunk: usize,
 }
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
     /// checkpoint load, `prefetch` with the next head's loads first, `wph` with weights per
-    /// head, `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`] and `rc=..` with other than
-    /// [`DEFAULT_RECORD_CHUNK`].
+    /// head and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -85,13 +77,8 @@ impl Tiles {
         } else {
             String::new()
         };
-        let rc = if self.record_chunk != DEFAULT_RECORD_CHUNK {
-            format!(" rc={}", self.record_chunk)
-        } else {
-            String::new()
-        };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{fc}{rc}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{fc}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -155,7 +142,6 @@ impl ReplayPlan {
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
-            record_chunk: DEFAULT_RECORD_CHUNK,
         };
         ReplayPlan {
             window,
@@ -201,7 +187,6 @@ impl ConventionalPlan {
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
-            record_chunk: DEFAULT_RECORD_CHUNK,
         };
         ConventionalPlan {
             decode: t,

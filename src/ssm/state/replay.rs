@@ -98,7 +98,7 @@ impl Mamba2ReplayState {
         let fold_k = (t > 0)
             .then(|| {
                 let tiles = plan.fold;
-                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, RC: tiles.record_chunk)
+                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns)
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(

@@ -12,12 +12,12 @@ use replay_dsl::prelude::*;
 /// its own, so that its registers and tiles do not weigh on every verification.
 ///
 /// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (one group `g`) and the
-/// value rows `vb·BV ..`, head by head, `FC` key columns at a time. With `RC` (a power of two)
-/// below the record rows, a block folds the records `RC` rows at a time, only the chunks that
-/// hold committed records (`⌈h / RC⌉` `dot_acc`s, the decay sums carried from chunk to chunk:
-/// fewer products when `h` is short of the rows); else one `dot_acc` over all record rows per
-/// block (with `FC ≥ DK`, one block whose loads are all issued first, the keys once per
-/// program). Records are held newest first (tile row `i` is record `h - 1 - i`), so the decay
+/// value rows `vb·BV ..`, head by head, `FC` key columns at a time: one `dot_acc` over all
+/// record rows per block (with `FC ≥ DK`, one block whose loads are all issued first, the keys
+/// once per program). Programs of rows without the flag exit after two loads, so a launch in
+/// which few rows fold costs about its number of programs: larger `HB` for such cycles (the
+/// tuner times whole cycles). (Folding only the chunks of rows holding committed records, the
+/// decay sums carried between chunks, never won a tuning: removed.) Records are held newest first (tile row `i` is record `h - 1 - i`), so the decay
 /// sums are exclusive prefix sums of the positive `dt'` down the rows.
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it).
@@ -41,21 +41,15 @@ pub fn mamba2_fold(
     #[constexpr(default = 32)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = 32)] FC: usize,
-    #[constexpr(default = 64)] RC: usize,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1, "the window L must be at least 1");
     static_assert(FC.is_power_of_two(), "FC must be a power of two");
-    static_assert(
-        RC.is_power_of_two() && RC >= 4,
-        "RC must be a power of two, at least 4 (a dot's K)",
-    );
     let _ = (batch, slots);
     let cap = L + T;
     let nr = record_rows(L);
     let fc = DK.min(FC);
-    let rc = RC.min(nr);
 
     let row = program_id(0);
     let head0 = program_id(1) * HB;
@@ -82,71 +76,34 @@ pub fn mamba2_fold(
                 let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
                 load(kptr, committed.expand_dims(1))
             };
-            if rc < nr {
-                // Records in chunks of `rc` rows, only as many as hold committed records
-                // (⌈h / rc⌉): the decay sums carry over from the newer chunks.
-                let chunks = (h + (rc as i32 - 1)) / rc as i32;
-                let ic = arange(rc);
-                for hc in range(0, HB as i32) {
-                    let head = head0 + hc;
-                    let srow = state + ((head * DV + v) * DK).expand_dims(1);
-                    let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
-                    let gam = exp2(a_h * sum(load(ring_dt + pos * HEADS + head, committed), 0));
-                    for c in range(0, DK / fc) {
-                        let kc = c * fc + cols;
-                        let sptr = srow + kc.expand_dims(0);
-                        let mut acc = gam * load(sptr, vm);
-                        let mut carry = zeros::<f32>([]);
-                        for k in range(0, chunks) {
-                            let i = k * rc as i32 + ic;
-                            let live = i < h;
-                            let p = start + h - 1 - i;
-                            let pos_k = select(p >= cap as i32, p - cap as i32, p);
-                            let dt_k = load(ring_dt + pos_k * HEADS + head, live);
-                            let w_k = exp2(a_h * (carry + cumsum_exclusive(dt_k, 0))) * dt_k;
-                            carry = carry + sum(dt_k, 0);
-                            let x_k = load(
-                                ring_x + (pos_k * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                                live.expand_dims(1) & vmask.expand_dims(0),
-                            );
-                            let kptr = ring_b + (pos_k * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
-                            let keys_k = load(kptr, live.expand_dims(1));
-                            let wx = (x_k.cast::<f32>() * w_k.expand_dims(1)).trans();
-                            acc = dot_acc(wx, keys_k.cast::<f32>(), acc);
-                        }
-                        store(sptr, acc, vm);
+            // One block of all record rows: with one block of columns too (FC ≥ DK), the
+            // group's keys are loaded once, before the heads, and each head's checkpoint
+            // rows before its weights are computed: every load of a head is in flight at
+            // once.
+            let all_keys = (fc == DK).then(|| keys_of(cols));
+            for hc in range(0, HB as i32) {
+                let head = head0 + hc;
+                let srow = state + ((head * DV + v) * DK).expand_dims(1);
+                let s_all = (fc == DK).then(|| load(srow + cols.expand_dims(0), vm));
+                let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
+                let dt_c = load(ring_dt + pos * HEADS + head, committed);
+                let x_rec = load(
+                    ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
+                    committed.expand_dims(1) & vmask.expand_dims(0),
+                );
+                let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
+                let gam = exp2(a_h * sum(dt_c, 0));
+                let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
+                match (all_keys, s_all) {
+                    (Some(keys), Some(s_h)) => {
+                        let sptr = srow + cols.expand_dims(0);
+                        store(sptr, dot_acc(wx, keys.cast::<f32>(), gam * s_h), vm);
                     }
-                }
-            } else {
-                // One block of all record rows: with one block of columns too (FC ≥ DK), the
-                // group's keys are loaded once, before the heads, and each head's checkpoint
-                // rows before its weights are computed: every load of a head is in flight at
-                // once.
-                let all_keys = (fc == DK).then(|| keys_of(cols));
-                for hc in range(0, HB as i32) {
-                    let head = head0 + hc;
-                    let srow = state + ((head * DV + v) * DK).expand_dims(1);
-                    let s_all = (fc == DK).then(|| load(srow + cols.expand_dims(0), vm));
-                    let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
-                    let dt_c = load(ring_dt + pos * HEADS + head, committed);
-                    let x_rec = load(
-                        ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                        committed.expand_dims(1) & vmask.expand_dims(0),
-                    );
-                    let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
-                    let gam = exp2(a_h * sum(dt_c, 0));
-                    let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
-                    match (all_keys, s_all) {
-                        (Some(keys), Some(s_h)) => {
-                            let sptr = srow + cols.expand_dims(0);
-                            store(sptr, dot_acc(wx, keys.cast::<f32>(), gam * s_h), vm);
-                        }
-                        _ => {
-                            for c in range(0, DK / fc) {
-                                let kc = c * fc + cols;
-                                let sptr = srow + kc.expand_dims(0);
-                                store(sptr, dot_acc(wx, keys_of(kc).cast::<f32>(), gam * load(sptr, vm)), vm);
-                            }
+                    _ => {
+                        for c in range(0, DK / fc) {
+                            let kc = c * fc + cols;
+                            let sptr = srow + kc.expand_dims(0);
+                            store(sptr, dot_acc(wx, keys_of(kc).cast::<f32>(), gam * load(sptr, vm)), vm);
                         }
                     }
                 }
