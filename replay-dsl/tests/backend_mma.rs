@@ -227,6 +227,29 @@ fn k_major_operands_stay_in_registers() {
     }
 }
 
+/// A loaded accumulator is read in the dot's accumulator layout (8-byte accesses, runs of a
+/// whole 32-byte sector), not converted through shared memory: with register operands, the
+/// dot touches no shared memory at all.
+#[test]
+fn loaded_accumulator_is_read_in_its_mma_layout() {
+    for ops in [Operands::F32, Operands::F32Bf16Cast] {
+        for (m, n, k, warps) in [(16, 8, 128, 1), (64, 8, 128, 4), (64, 32, 64, 4)] {
+            let c = DotCase {
+                b_k_major: true,
+                ..case(m, n, k, warps, ops, true)
+            };
+            for p in ptx(c) {
+                assert!(p.contains(TF32), "{c:?}: no tf32 mma\n{p}");
+                assert!(
+                    p.contains("ld.global.v2.f32"),
+                    "{c:?}: accumulator not in its layout\n{p}"
+                );
+                assert!(!p.contains("shared"), "{c:?}: shared memory used\n{p}");
+            }
+        }
+    }
+}
+
 /// A loop-carried operand (the next tile loaded before this one's dot, or the first tile
 /// carried unchanged) stays in registers: nothing is staged in shared memory and A is loaded
 /// in 16-byte runs.

@@ -85,6 +85,8 @@ pub struct Assignment<'k> {
     broadcast_back: HashSet<Value>,
     /// The layouts mma dots read register operands in.
     operand_regs: HashSet<LayoutId>,
+    /// The accumulator layouts of mma dots.
+    mma_acc: HashSet<LayoutId>,
     /// Each loop-carried value (a `For` body argument past the index): its initial value and
     /// the value yielded for the next iteration.
     carried: HashMap<Value, (Value, Value)>,
@@ -140,6 +142,7 @@ impl<'k> Assignment<'k> {
             visited: HashSet::new(),
             broadcast_back: HashSet::new(),
             operand_regs: HashSet::new(),
+            mma_acc: HashSet::new(),
             carried: HashMap::new(),
             scalar,
         };
@@ -461,7 +464,11 @@ impl<'k> Assignment<'k> {
             Op::Dot { a, b, acc, precision } => {
                 // An mma dot reads its operands in registers, or stages the 16-bit sources of
                 // operands cast to f32.
-                let (a, b) = match self.mma_plan(*a, *b, *precision) {
+                let plan = self.mma_plan(*a, *b, *precision);
+                if plan.is_some() {
+                    self.mma_acc.extend(res);
+                }
+                let (a, b) = match plan {
                     Some(p) if p.in_regs => {
                         let (la, lb) = super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps)
                             .expect("planned in registers");
@@ -793,14 +800,19 @@ impl<'k> Assignment<'k> {
 
     /// True if the real load `v` may produce layout `want` instead of its natural one: its
     /// accesses stay as wide, and as coalesced (runs of 64 bytes, whole sectors, for the
-    /// register operands of mma dots).
+    /// register operands of mma dots); or `want` is an mma dot's accumulator layout, read in
+    /// accesses of at least 8 bytes and runs of whole 32-byte sectors (the same memory
+    /// traffic, and no conversion through shared memory).
     fn is_load_adopting(&self, v: Value, want: LayoutId) -> bool {
         let (Some(Op::Load { .. }), Some(nat)) = (self.defs[v.0 as usize].map(|d| &d.op), self.natural(v)) else {
             return false;
         };
         let (nat, new) = (self.table.get(nat), self.table.get(want));
-        new.contiguous_regs() >= nat.contiguous_regs()
-            && (Self::coalesced_bits(new) >= Self::coalesced_bits(nat).min(5) || self.operand_regs.contains(&want))
+        let bytes = dtype_bytes(self.ty(v).dtype);
+        let sector_runs = new.contiguous_regs() * bytes >= 8 && (bytes << Self::coalesced_bits(new)) >= 32;
+        (new.contiguous_regs() >= nat.contiguous_regs()
+            && (Self::coalesced_bits(new) >= Self::coalesced_bits(nat).min(5) || self.operand_regs.contains(&want)))
+            || (self.mma_acc.contains(&want) && sector_runs)
     }
 
     /// The IR annotated with each value's layout kind, natural layout and conversions, followed
