@@ -48,6 +48,7 @@ fn case(m: usize, n: usize, k: usize, warps: u32, ops: Operands, acc: bool) -> D
         acc,
         precision: DotPrecision::Tf32x3,
         b_k_major: false,
+        a_m_major: false,
     }
 }
 
@@ -224,6 +225,21 @@ fn k_major_operands_stay_in_registers() {
                 assert_eq!(mmas, tiles * k_steps * terms, "{c:?}: every k-step unrolled\n{p}");
             }
         }
+    }
+}
+
+/// A transposed f32 A (loaded `[K, M]`, its registers running down its columns) is staged at
+/// the row pitch with the fewest bank conflicts over its stores and fragment loads: 67 words
+/// (268 bytes) for `K = 64`, where the planned 68 would make the stores conflict 4 ways.
+#[test]
+fn transposed_operand_is_staged_at_the_least_conflicting_pitch() {
+    let c = DotCase {
+        a_m_major: true,
+        ..case(32, 8, 64, 4, Operands::F32Bf16Cast, false)
+    };
+    for p in ptx(c) {
+        assert!(p.contains(TF32), "{c:?}: no tf32 mma\n{p}");
+        assert!(p.contains(", 268, "), "{c:?}: A not staged at a 268-byte pitch\n{p}");
     }
 }
 

@@ -68,7 +68,8 @@ fn run_case(gpu: &Gpu, rng: &mut Rand, c: DotCase) -> Result<f64, String> {
                 let (mut exact, mut scale) = (cv[idx], cv[idx].abs());
                 for l in 0..kk {
                     let bi = if c.b_k_major { j * kk + l } else { l * n + j };
-                    let prod = av[p * m * kk + i * kk + l] * bv[p * kk * n + bi];
+                    let ai = if c.a_m_major { l * m + i } else { i * kk + l };
+                    let prod = av[p * m * kk + ai] * bv[p * kk * n + bi];
                     exact += prod;
                     scale += prod.abs();
                 }
@@ -132,12 +133,15 @@ fn dots_match_the_interpreter() {
     for (m, n, k) in shapes {
         for ops in Operands::ALL {
             for (warps, precision) in [1, 4, 8].into_iter().flat_map(|w| PRECISIONS.map(|p| (w, p))) {
-                // B K-major only where the operands are f32 (or casts to it).
-                let layouts: &[bool] = match ops {
-                    Operands::F32 | Operands::F32Bf16Cast | Operands::F16CastF32 => &[false, true],
-                    _ => &[false],
+                // B K-major (or A M-major: transposed, staged) only where the operands are f32
+                // (or casts to it).
+                let layouts: &[(bool, bool)] = match ops {
+                    Operands::F32 | Operands::F32Bf16Cast | Operands::F16CastF32 => {
+                        &[(false, false), (true, false), (false, true)]
+                    }
+                    _ => &[(false, false)],
                 };
-                for (acc, &b_k_major) in [false, true]
+                for (acc, &(b_k_major, a_m_major)) in [false, true]
                     .into_iter()
                     .flat_map(|a| layouts.iter().map(move |b| (a, b)))
                 {
@@ -150,6 +154,7 @@ fn dots_match_the_interpreter() {
                         acc,
                         precision,
                         b_k_major,
+                        a_m_major,
                     };
                     match run_case(&gpu, &mut rng, c) {
                         Ok(worst) => summary.push(format!("{c:?}: worst {worst:.2e}")),

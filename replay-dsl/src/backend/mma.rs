@@ -59,7 +59,9 @@ pub struct Staged {
     pub value: Value,
     /// Its element type.
     pub elem: Elem,
-    /// Row pitch in elements (rows padded so that fragment loads avoid bank conflicts).
+    /// Row pitch in elements (rows padded so that fragment loads avoid bank conflicts; the
+    /// emitter may lower it, for tf32 dots, to the pitch with the fewest wavefronts over the
+    /// staging stores and fragment loads together: [`staging_pitch`]).
     pub pitch: usize,
 }
 
@@ -229,6 +231,66 @@ pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option
 }
 
 /// The smallest odd multiple of `unit` that is at least `x` (`x` a multiple of `unit`).
+/// Shared-memory wavefronts of one warp-wide access in which lane `i` touches `width` bytes
+/// (4, 8 or 16) at byte address `addrs[i]`: the lanes are served in phases of 128 bytes' worth
+/// (32 lanes of 4 bytes, 16 of 8, 8 of 16), each taking as many wavefronts as the largest
+/// number of distinct 4-byte words that one of the 32 banks holds (lanes on one word share it).
+pub fn wavefronts(addrs: &[usize], width: usize) -> usize {
+    let width = width.max(4);
+    let per_phase = 128 / width;
+    addrs
+        .chunks(per_phase)
+        .map(|phase| {
+            let mut words: Vec<usize> = phase
+                .iter()
+                .flat_map(|a| (0..width / 4).map(move |w| a / 4 + w))
+                .collect();
+            words.sort_unstable();
+            words.dedup();
+            let mut per_bank = [0usize; 32];
+            for w in words {
+                per_bank[w % 32] += 1;
+            }
+            per_bank.into_iter().max().unwrap_or(1).max(1)
+        })
+        .sum()
+}
+
+/// One side of a staged operand's shared-memory traffic at a row pitch: each lane's `(row,
+/// column)` (elements) in one warp instruction, the bytes each lane touches, and how many such
+/// instructions a thread issues (every instruction of the side has the same pattern, shifted).
+pub struct StagedAccess<'a> {
+    /// `(row, column)` of each lane.
+    pub lanes: &'a [(usize, usize)],
+    /// Bytes per lane.
+    pub width: usize,
+    /// Instructions per thread.
+    pub count: usize,
+}
+
+/// The row pitch (elements of `elem_bytes`) in `len ..= max` (rows `align`-element aligned)
+/// with the fewest shared-memory wavefronts over the stores that stage an operand and the
+/// fragment loads that read it back; `max` (the planned pitch) on ties.
+pub fn staging_pitch(accesses: &[StagedAccess], elem_bytes: usize, len: usize, max: usize, align: usize) -> usize {
+    let cost = |pitch: usize| -> usize {
+        accesses
+            .iter()
+            .map(|a| {
+                let addrs: Vec<usize> = a.lanes.iter().map(|&(r, c)| (r * pitch + c) * elem_bytes).collect();
+                wavefronts(&addrs, a.width) * a.count
+            })
+            .sum()
+    };
+    let mut best = (cost(max), max);
+    for pitch in (len..max).rev().filter(|p| p % align.max(1) == 0) {
+        let c = cost(pitch);
+        if c < best.0 {
+            best = (c, pitch);
+        }
+    }
+    best.1
+}
+
 fn odd_multiple(x: usize, unit: usize) -> usize {
     if (x / unit) % 2 == 1 {
         x
@@ -283,6 +345,48 @@ pub fn exact_in_tf32<'k>(kernel: &Kernel, def: &dyn Fn(Value) -> Option<&'k Inst
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wavefronts_count_distinct_words_per_bank() {
+        let lanes = |f: &dyn Fn(usize) -> usize| (0..32).map(f).collect::<Vec<usize>>();
+        // Consecutive words: one wavefront; all lanes on one word: one (a broadcast).
+        assert_eq!(wavefronts(&lanes(&|l| 4 * l), 4), 1);
+        assert_eq!(wavefronts(&lanes(&|_| 64), 4), 1);
+        // A stride of 32 words puts every lane in bank 0: 32 wavefronts; a stride of 2, two.
+        assert_eq!(wavefronts(&lanes(&|l| 128 * l), 4), 32);
+        assert_eq!(wavefronts(&lanes(&|l| 8 * l), 4), 2);
+        // 16-byte accesses: four phases of 8 lanes, each conflict-free when contiguous.
+        assert_eq!(wavefronts(&lanes(&|l| 16 * l), 16), 4);
+        assert_eq!(wavefronts(&lanes(&|l| 64 * l), 16), 16);
+    }
+
+    #[test]
+    fn staging_pitch_weighs_stores_against_fragment_loads() {
+        // Stores of a transposed tile (4 lanes 8 rows apart, 8 along the row) and tf32 A
+        // fragment loads (lane (l / 4, l % 4)), 16 instructions of each per thread.
+        let stores: Vec<(usize, usize)> = (0..32).map(|l| ((l % 4) * 8, l / 4)).collect();
+        let frags: Vec<(usize, usize)> = (0..32).map(|l| (l / 4, l % 4)).collect();
+        let access = |count_st: usize| {
+            [
+                StagedAccess {
+                    lanes: &stores,
+                    width: 4,
+                    count: count_st,
+                },
+                StagedAccess {
+                    lanes: &frags,
+                    width: 4,
+                    count: 16,
+                },
+            ]
+        };
+        // At 68 the stores conflict 4 ways (80 wavefronts), at 67 the loads 2 ways (48).
+        assert_eq!(staging_pitch(&access(16), 4, 64, 68, 1), 67);
+        // Without stores to weigh, the planned pitch (conflict-free loads) stays.
+        assert_eq!(staging_pitch(&access(0), 4, 64, 68, 1), 68);
+        // Rows aligned to 4 elements: only 64 and 68, and 64 puts every row in bank 0.
+        assert_eq!(staging_pitch(&access(16), 4, 64, 68, 4), 68);
+    }
 
     #[test]
     fn acc_layout_is_the_m16n8_fragment() {

@@ -70,6 +70,9 @@ pub struct DotCase {
     /// B stored K-contiguous (`[N, K]` row-major in memory): with f32 A, a tf32 dot that reads
     /// both operands from registers.
     pub b_k_major: bool,
+    /// A stored M-contiguous (`[K, M]` row-major in memory), loaded as such and transposed: a
+    /// staged operand whose registers run down its columns.
+    pub a_m_major: bool,
 }
 
 fn param(name: &str, e: Elem) -> Param {
@@ -89,6 +92,16 @@ fn offsets(rows: usize, cols: usize) -> Tile<i32> {
     program_id(0) * (rows * cols) as i32 + (arange(rows) * cols as i32).expand_dims(1) + arange(cols).expand_dims(0)
 }
 
+/// A `[m, k]` of program `pid` from `a`: row-major, or with `a_m_major` a `[k, m]` tile
+/// loaded as such and transposed.
+fn a_tile<T: Scalar>(a: Value, c: DotCase) -> Tile<T> {
+    if c.a_m_major {
+        load(tile_ptr::<T>(a) + offsets(c.k, c.m), true).trans()
+    } else {
+        load(tile_ptr::<T>(a) + offsets(c.m, c.k), true)
+    }
+}
+
 /// `out = acc + a @ b` (or `a @ b`) per program, with parameters `a`, `b`, `acc`, `out`.
 pub fn kernel(c: DotCase) -> Kernel {
     let (ea, eb) = c.ops.elems();
@@ -100,7 +113,7 @@ pub fn kernel(c: DotCase) -> Kernel {
     ];
     let name = format!("dot_{}x{}x{}_{:?}", c.m, c.n, c.k, c.ops).to_lowercase();
     trace(&name, params, vec![], c.warps, |p| {
-        let (ao, co) = (offsets(c.m, c.k), offsets(c.m, c.n));
+        let co = offsets(c.m, c.n);
         let bo = if c.b_k_major {
             program_id(0) * (c.k * c.n) as i32 + arange(c.k).expand_dims(1) + (arange(c.n) * c.k as i32).expand_dims(0)
         } else {
@@ -113,37 +126,37 @@ pub fn kernel(c: DotCase) -> Kernel {
         };
         let r = match c.ops {
             Operands::F32 => dot_acc_in(
-                load(tile_ptr::<f32>(p[0]) + ao, true),
+                a_tile::<f32>(p[0], c),
                 load(tile_ptr::<f32>(p[1]) + bo, true),
                 acc,
                 c.precision,
             ),
             Operands::F32Bf16Cast => dot_acc_in(
-                load(tile_ptr::<f32>(p[0]) + ao, true),
+                a_tile::<f32>(p[0], c),
                 load(tile_ptr::<bf16>(p[1]) + bo, true).cast::<f32>(),
                 acc,
                 c.precision,
             ),
             Operands::F16CastF32 => dot_acc_in(
-                load(tile_ptr::<f16>(p[0]) + ao, true).cast::<f32>(),
+                a_tile::<f16>(p[0], c).cast::<f32>(),
                 load(tile_ptr::<f32>(p[1]) + bo, true),
                 acc,
                 c.precision,
             ),
             Operands::Bf16 => dot_acc_in(
-                load(tile_ptr::<bf16>(p[0]) + ao, true),
+                a_tile::<bf16>(p[0], c),
                 load(tile_ptr::<bf16>(p[1]) + bo, true),
                 acc,
                 c.precision,
             ),
             Operands::F16 => dot_acc_in(
-                load(tile_ptr::<f16>(p[0]) + ao, true),
+                a_tile::<f16>(p[0], c),
                 load(tile_ptr::<f16>(p[1]) + bo, true),
                 acc,
                 c.precision,
             ),
             Operands::Bf16Casts => dot_acc_in(
-                load(tile_ptr::<bf16>(p[0]) + ao, true).cast::<f32>(),
+                a_tile::<bf16>(p[0], c).cast::<f32>(),
                 load(tile_ptr::<bf16>(p[1]) + bo, true).cast::<f32>(),
                 acc,
                 c.precision,

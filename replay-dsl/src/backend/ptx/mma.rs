@@ -5,7 +5,10 @@
 //! (3xTF32; `lo` is left for the tensor cores to truncate): the terms `a_lo·b_hi`, `a_hi·b_lo`,
 //! `a_hi·b_hi` accumulate in that order, and the terms of an operand exact in tf32 (a cast from
 //! a 16-bit float) have no low part; such a cast is staged as its 16-bit source and widened as
-//! its fragments load.
+//! its fragments load. A tf32 operand's row pitch is the one with the fewest shared-memory
+//! wavefronts over its staging stores and fragment loads together (`staging_pitches`): a tile
+//! whose registers run down its columns (a transposed load) stores with bank conflicts at the
+//! pitch that keeps the fragment loads conflict-free.
 //! The tensor cores round their f32 sums toward zero, so the products of one k-step are summed
 //! from zero into a fresh fragment, which is then added to the accumulator with `add.rn.f32`:
 //! the truncation errors stay relative to one k-step's sum, and the mmas of consecutive k-steps
@@ -19,7 +22,7 @@ use super::convert::{mem_bytes, mem_type};
 use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
 use crate::backend::layout::{LayoutId, LANE_BITS};
-use crate::backend::mma::{exact_in_tf32, k_group_warps, MmaKind, MmaPlan, Staged};
+use crate::backend::mma::{exact_in_tf32, k_group_warps, staging_pitch, MmaKind, MmaPlan, Staged, StagedAccess};
 use crate::error::CompileError;
 use crate::ir::{DotPrecision, Value};
 use crate::types::{DType, Elem};
@@ -77,6 +80,11 @@ impl Emitter<'_> {
         let (round_a, round_b) = (rounding(self, a, p.a), rounding(self, b, p.b));
         let (split_a, split_b) = (round_a == Tf32Words::Split, round_b == Tf32Words::Split);
         let (ra, rb, racc) = (self.get(va, la)?, self.get(vb, lb)?, self.get(acc, lc)?);
+        let p = if p.in_regs {
+            p
+        } else {
+            self.staging_pitches(p, (la, lb), lc)
+        };
         if !p.in_regs {
             self.smem_begin(p.bytes);
             self.stage(&ra, DType::Val(p.a.elem), la, 0, p.a.pitch);
@@ -355,10 +363,7 @@ impl Emitter<'_> {
         if let Some(t) = self.thread_coord(l, 1) {
             emit!(self, "mad.lo.s32 {addr}, {t}, {s}, {addr}");
         }
-        let contiguous = (layout.regs.iter().enumerate())
-            .take_while(|(i, b)| b.dim == 1 && b.bit as usize == *i)
-            .count();
-        let vw = (1usize << contiguous).min(16 / s).min(4);
+        let vw = stage_vector(&layout, s);
         let t = mem_type(dtype);
         for g in (0..regs.len()).step_by(vw) {
             let off = base + (layout.reg_coord(g, 0) * pitch + layout.reg_coord(g, 1)) * s;
@@ -369,6 +374,63 @@ impl Emitter<'_> {
                 emit!(self, "st.shared.v{vw}.{t} [{addr}+{off}], {{{}}}", names.join(", "));
             }
         }
+    }
+
+    /// `p` with the row pitches of its staged tf32-dot operands (A in layout `la`, B in `lb`,
+    /// the result in `lc`) chosen for the fewest shared-memory wavefronts over their staging
+    /// stores and fragment loads (the stores of a transposed tile conflict at the planned pitch,
+    /// which keeps the fragment loads conflict-free), within the planned bytes.
+    fn staging_pitches(&self, p: MmaPlan, (la, lb): (LayoutId, LayoutId), lc: LayoutId) -> MmaPlan {
+        if p.kind != MmaKind::Tf32 {
+            return p;
+        }
+        let acc = self.asg.layout(lc);
+        let steps = (p.k / p.kind.k_step()) >> k_group_warps(acc, p.k, p.kind).len();
+        let tiles: std::collections::BTreeSet<(usize, usize)> = (0..acc.num_regs())
+            .step_by(4)
+            .map(|q| (acc.reg_coord(q, 0), acc.reg_coord(q, 1)))
+            .collect();
+        let m_tiles = tiles
+            .iter()
+            .map(|t| t.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let n_tiles = tiles
+            .iter()
+            .map(|t| t.1)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        // Fragment loads: A's lane (g, t) at (g, t), B's at (k = t, n = g), one element each.
+        let a_frag: Vec<(usize, usize)> = (0..32).map(|l| (l >> 2, l & 3)).collect();
+        let b_frag: Vec<(usize, usize)> = (0..32).map(|l| (l & 3, l >> 2)).collect();
+        let pitch = |st: Staged, l: LayoutId, frag: &[(usize, usize)], loads: usize, len: usize| {
+            let layout = self.asg.layout(l);
+            let s = st.elem.bytes();
+            let vw = stage_vector(layout, s);
+            let stores = lane_coords(layout);
+            let sides = [
+                StagedAccess {
+                    lanes: &stores,
+                    width: vw * s,
+                    count: layout.num_regs() / vw,
+                },
+                StagedAccess {
+                    lanes: frag,
+                    width: s,
+                    count: loads,
+                },
+            ];
+            staging_pitch(&sides, s, len, st.pitch, vw)
+        };
+        let a = Staged {
+            pitch: pitch(p.a, la, &a_frag, m_tiles * steps * 4, p.k),
+            ..p.a
+        };
+        let b = Staged {
+            pitch: pitch(p.b, lb, &b_frag, n_tiles * steps * 2, p.n),
+            ..p.b
+        };
+        MmaPlan { a, b, ..p }
     }
 
     /// `smem + base + (row · pitch + col) · s` where `row` and `col` gather thread-id bits.
@@ -553,4 +615,31 @@ impl Emitter<'_> {
         let (d, a, b, c) = (list(d), list(a), list(b), list(c));
         emit!(self, "{} {{{d}}}, {{{a}}}, {{{b}}}, {{{c}}}", kind.instruction());
     }
+}
+
+/// Elements per shared-memory store when staging a tile held in `layout` (elements of `s`
+/// bytes, rows contiguous): the registers contiguous along the row, at most 16 bytes.
+fn stage_vector(layout: &crate::backend::layout::Layout, s: usize) -> usize {
+    let contiguous = (layout.regs.iter().enumerate())
+        .take_while(|(i, b)| b.dim == 1 && b.bit as usize == *i)
+        .count();
+    (1usize << contiguous).min(16 / s).min(4)
+}
+
+/// The `(row, column)` offset of each lane of a warp in a 2-D `layout` (warp bits left out).
+fn lane_coords(layout: &crate::backend::layout::Layout) -> Vec<(usize, usize)> {
+    (0..32usize)
+        .map(|lane| {
+            let mut rc = (0, 0);
+            for (i, b) in layout.lanes.iter().enumerate() {
+                if let Some(b) = b.filter(|_| lane >> i & 1 == 1) {
+                    match b.dim {
+                        0 => rc.0 += 1 << b.bit,
+                        _ => rc.1 += 1 << b.bit,
+                    }
+                }
+            }
+            rc
+        })
+        .collect()
 }
