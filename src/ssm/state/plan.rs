@@ -122,12 +122,13 @@ pub struct ReplayPlan {
 
 impl ReplayPlan {
     /// A plan with default tiles for `shape` (before tuning), what tuning picks on an H200 at
-    /// batch 256 (`bench/NOTES.md`, v14): 4 warps; for the step `BV` the largest power of two
+    /// batch 256 (`bench/NOTES.md`, v14 and v15): 4 warps; for the step `BV` the largest power of two
     /// up to 64 dividing the state rows of a group (its flat row tiling), no occupancy hint; for
     /// the verification `BV = min(32, dv)` rounded to a power of two, `HB` the largest divisor
     /// of the heads per group up to 16, each head's weights in its iteration, and 4 programs
-    /// per SM (128 registers); for the fold the same `BV`, one head per program and all key
-    /// columns at once.
+    /// per SM (128 registers); for the fold the same `BV`, `HB` the largest divisor up to 4
+    /// (its launches are idle for most verifications: fewer programs) and all key columns at
+    /// once.
     pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
         let hb_up_to = |most: usize| (1..=most).rev().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
@@ -155,7 +156,7 @@ impl ReplayPlan {
             // The fold: one block of all key columns (its loads issued at once).
             fold: Tiles {
                 flush_columns: shape.dk,
-                ..tiles(head_bv, 1)
+                ..tiles(head_bv, hb_up_to(4))
             },
         }
     }
