@@ -23,5 +23,5 @@ if [[ "${REPLAY_SKIP_EMULATOR:-0}" != 1 ]]; then
     REPLAY_SSM_DEVICE=emulator cargo test --release -p replay --test ssm_state
     REPLAY_GPU_TESTS_ON_EMULATOR=1 PROPTEST_CASES=1000 cargo test --release -p replay-dsl \
         --test gpu_dot --test gpu_special --test prop_elementwise --test prop_reduce \
-        -- gpu_ dots_ casts_ integer_ atomics_ layout_ runtime_ stochastic_ reductions_ masked_
+        -- gpu_ dots_ casts_ integer_ atomics_ layout_ runtime_ stochastic_ reductions_ masked_ prefetched_
 fi
