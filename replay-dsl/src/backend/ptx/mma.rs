@@ -26,6 +26,7 @@ use crate::backend::mma::{exact_in_tf32, k_group_warps, staging_pitch, MmaKind, 
 use crate::error::CompileError;
 use crate::ir::{DotPrecision, Value};
 use crate::types::{DType, Elem};
+use std::collections::BTreeSet;
 
 /// The most fragment words loaded per iteration of the K loop (k-steps are unrolled up to it).
 const FRAG_WORDS: usize = 32;
@@ -386,20 +387,12 @@ impl Emitter<'_> {
         }
         let acc = self.asg.layout(lc);
         let steps = (p.k / p.kind.k_step()) >> k_group_warps(acc, p.k, p.kind).len();
-        let tiles: std::collections::BTreeSet<(usize, usize)> = (0..acc.num_regs())
-            .step_by(4)
-            .map(|q| (acc.reg_coord(q, 0), acc.reg_coord(q, 1)))
-            .collect();
-        let m_tiles = tiles
-            .iter()
-            .map(|t| t.0)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
-        let n_tiles = tiles
-            .iter()
-            .map(|t| t.1)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
+        // The thread's m16 row tiles and n8 column tiles (each loads its fragments per k-step).
+        let distinct = |dim: usize| -> usize {
+            let first_regs = (0..acc.num_regs()).step_by(4);
+            first_regs.map(|q| acc.reg_coord(q, dim)).collect::<BTreeSet<_>>().len()
+        };
+        let (m_tiles, n_tiles) = (distinct(0), distinct(1));
         // Fragment loads: A's lane (g, t) at (g, t), B's at (k = t, n = g), one element each.
         let a_frag: Vec<(usize, usize)> = (0..32).map(|l| (l >> 2, l & 3)).collect();
         let b_frag: Vec<(usize, usize)> = (0..32).map(|l| (l & 3, l >> 2)).collect();
