@@ -235,6 +235,18 @@ impl Layout {
         c
     }
 
+    /// The lane-dependent part of the coordinate along `dim` for lane `lane` (replicating lane
+    /// bits add nothing).
+    pub fn lane_coord(&self, lane: usize, dim: usize) -> usize {
+        let mut c = 0;
+        for (i, b) in self.lanes.iter().enumerate() {
+            if let Some(b) = b.filter(|b| lane >> i & 1 == 1 && b.dim as usize == dim) {
+                c |= 1 << b.bit;
+            }
+        }
+        c
+    }
+
     /// Position of a coordinate bit in the row-major flat index.
     pub fn flat_shift(&self, bit: Bit) -> u32 {
         let d = bit.dim as usize;

@@ -16,9 +16,9 @@ use replay_dsl::prelude::*;
 /// record rows per block (with `FC ≥ DK`, one block whose loads are all issued first, the keys
 /// once per program). Programs of rows without the flag exit after two loads, so a launch in
 /// which few rows fold costs about its number of programs: larger `HB` for such cycles (the
-/// tuner times whole cycles). (Folding only the chunks of rows holding committed records, the
-/// decay sums carried between chunks, never won a tuning: removed.) Records are held newest first (tile row `i` is record `h - 1 - i`), so the decay
-/// sums are exclusive prefix sums of the positive `dt'` down the rows.
+/// tuner times whole cycles). Records are held newest first (tile row `i` is record
+/// `h - 1 - i`), so the decay sums are exclusive prefix sums of the positive `dt'` down the
+/// rows.
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it).
 #[kernel]

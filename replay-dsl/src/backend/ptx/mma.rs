@@ -21,7 +21,7 @@
 use super::convert::{mem_bytes, mem_type};
 use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
-use crate::backend::layout::{LayoutId, LANE_BITS};
+use crate::backend::layout::{Layout, LayoutId, LANE_BITS};
 use crate::backend::mma::{exact_in_tf32, k_group_warps, staging_pitch, MmaKind, MmaPlan, Staged, StagedAccess};
 use crate::error::CompileError;
 use crate::ir::{DotPrecision, Value};
@@ -610,29 +610,15 @@ impl Emitter<'_> {
     }
 }
 
-/// Elements per shared-memory store when staging a tile held in `layout` (elements of `s`
+/// Elements per shared-memory store when staging a 2-D tile held in `layout` (elements of `s`
 /// bytes, rows contiguous): the registers contiguous along the row, at most 16 bytes.
-fn stage_vector(layout: &crate::backend::layout::Layout, s: usize) -> usize {
-    let contiguous = (layout.regs.iter().enumerate())
-        .take_while(|(i, b)| b.dim == 1 && b.bit as usize == *i)
-        .count();
-    (1usize << contiguous).min(16 / s).min(4)
+fn stage_vector(layout: &Layout, s: usize) -> usize {
+    layout.contiguous_regs().min(16 / s).min(4)
 }
 
 /// The `(row, column)` offset of each lane of a warp in a 2-D `layout` (warp bits left out).
-fn lane_coords(layout: &crate::backend::layout::Layout) -> Vec<(usize, usize)> {
-    (0..32usize)
-        .map(|lane| {
-            let mut rc = (0, 0);
-            for (i, b) in layout.lanes.iter().enumerate() {
-                if let Some(b) = b.filter(|_| lane >> i & 1 == 1) {
-                    match b.dim {
-                        0 => rc.0 += 1 << b.bit,
-                        _ => rc.1 += 1 << b.bit,
-                    }
-                }
-            }
-            rc
-        })
+fn lane_coords(layout: &Layout) -> Vec<(usize, usize)> {
+    (0..32)
+        .map(|lane| (layout.lane_coord(lane, 0), layout.lane_coord(lane, 1)))
         .collect()
 }
