@@ -30,6 +30,8 @@ struct Case {
     prefetch: bool,
     /// The verification's `SHARED_WEIGHTS`.
     shared_weights: bool,
+    /// The verification's `ASYNC`.
+    async_copy: bool,
     seed: u64,
 }
 
@@ -93,6 +95,7 @@ fn run(case: Case) {
         fc,
         prefetch,
         shared_weights,
+        async_copy,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -129,6 +132,7 @@ fn run(case: Case) {
         fc,
         prefetch,
         shared_weights,
+        async_copy,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
@@ -272,6 +276,7 @@ fn speculative_window_4_drafts_3() {
         fc: 32,
         prefetch: true,
         shared_weights: false,
+        async_copy: false,
         seed: 11,
     });
 }
@@ -291,6 +296,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         fc: 8,
         prefetch: false,
         shared_weights: true,
+        async_copy: true,
         seed: 12,
     });
 }
@@ -310,6 +316,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         fc: 4,
         prefetch: true,
         shared_weights: false,
+        async_copy: false,
         seed: 13,
     });
 }
@@ -421,18 +428,23 @@ fn spec_baseline_case(shape: ModelShape, bv: usize, seed: u64) {
 }
 
 /// Every point of the tuner's verification search space (`BV`, `HB`, `num_warps`, `FC`,
-/// `PREFETCH`, `SHARED_WEIGHTS`) verifies correctly on the emulator or a GPU, where the tiles
+/// `PREFETCH`, `SHARED_WEIGHTS`, `ASYNC`) verifies correctly on the emulator or a GPU, where the tiles
 /// choose layouts, tensor-core plans and PTX; on the interpreter, one point per axis value.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
     let fallback = vec![
-        (16, 1, 4, (16, false, true)),
-        (32, 2, 8, (32, true, false)),
-        (64, 4, 4, (16, true, true)),
+        (16, 1, 4, (16, false, true, false)),
+        (32, 2, 8, (32, true, false, true)),
+        (64, 4, 4, (16, true, true, false)),
     ];
-    let flags = [(16, false, true), (16, true, false), (32, false, false)];
+    let flags = [
+        (16, false, true, false),
+        (16, true, false, false),
+        (32, false, false, true),
+        (16, false, true, true),
+    ];
     let points = tuning_points(&flags, |_, _| true, fallback);
-    for (i, (bv, hb, warps, (fc, prefetch, shared_weights))) in points.into_iter().enumerate() {
+    for (i, (bv, hb, warps, (fc, prefetch, shared_weights, async_copy))) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 8,
@@ -446,6 +458,7 @@ fn every_tuning_point_matches_the_recurrence() {
             fc,
             prefetch,
             shared_weights,
+            async_copy,
             seed: 200 + i as u64,
         });
     }

@@ -2,6 +2,12 @@
 //! instructions with its own PC until it reaches a warp collective, a barrier or its end.
 //! A collective runs once every lane of its warp waits at it; a barrier releases once every
 //! live thread of the block waits at one.
+//!
+//! `cp.async` copies queue per thread, in groups, and happen (reading global memory then)
+//! only when a `cp.async.wait_group`/`wait_all` of that thread completes their group; neither
+//! `bar.sync` nor the thread's exit performs them (an exited thread's pending copies never
+//! land). Until then their shared bytes are in flight, and any thread of the block reading
+//! them is an error.
 
 use crate::error::EmuError;
 use crate::float;
@@ -9,6 +15,7 @@ use crate::inst::*;
 use crate::memory::{read_le, write_le, Global, Shared};
 use crate::parse::Function;
 use crate::warp;
+use std::collections::VecDeque;
 
 /// Where a thread stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,12 +30,35 @@ enum St {
     Exit,
 }
 
+/// A `cp.async` issued and not yet performed.
+struct AsyncCopy {
+    /// Shared destination of `bytes` bytes.
+    dst: u64,
+    /// Global source of `src_bytes` bytes (the rest of `bytes` is zero-filled).
+    src: u64,
+    bytes: u32,
+    src_bytes: u32,
+    /// The `cp.async` instruction's index, for errors.
+    pc: usize,
+}
+
+/// A thread's pending `cp.async` copies.
+#[derive(Default)]
+struct Copies {
+    /// Issued since the last commit.
+    open: Vec<AsyncCopy>,
+    /// Committed groups, oldest first.
+    groups: VecDeque<Vec<AsyncCopy>>,
+}
+
 /// One launch's fixed inputs.
 pub(crate) struct Launch<'a> {
     pub f: &'a Function,
     pub params: &'a [u64],
     pub grid: [u32; 3],
     pub block: [u32; 3],
+    /// Bytes of dynamic shared memory (behind an `.extern .shared` array).
+    pub dynamic_shared: u32,
 }
 
 /// A block's mutable state.
@@ -38,6 +68,8 @@ struct Cta {
     pcs: Vec<u32>,
     st: Vec<St>,
     shared: Shared,
+    /// Each thread's pending `cp.async` copies.
+    copies: Vec<Copies>,
     nregs: usize,
     /// Times each instruction ran, summed over threads (by instruction index).
     hits: Vec<u64>,
@@ -84,7 +116,8 @@ impl Launch<'_> {
             regs: vec![0; nwarps * 32 * nregs],
             pcs: vec![0; nwarps * 32],
             st: vec![St::Ready; nwarps * 32],
-            shared: Shared::new(self.f.shared_bytes),
+            shared: Shared::new(self.f.shared_bytes + self.dynamic_shared),
+            copies: (0..nwarps * 32).map(|_| Copies::default()).collect(),
             nregs,
             hits: vec![0; self.f.insts.len()],
         };
@@ -99,6 +132,7 @@ impl Launch<'_> {
                     }
                     if x + y + z > 0 {
                         cta.shared.reset();
+                        cta.copies.fill_with(Copies::default);
                     }
                     self.run_cta(&mut cta, global)?;
                 }
@@ -201,11 +235,12 @@ impl Launch<'_> {
                 warp::mma(regs, n, kind, d, a, b, c);
                 Ok(())
             }
-            Op::Ldmatrix { n: m, trans, d, addr } => warp::ldmatrix(regs, n, &mut cta.shared, m, trans, d, addr)
-                .map_err(|(lane, at, detail)| {
+            Op::Ldmatrix { n: m, trans, d, addr } => {
+                warp::ldmatrix(regs, n, &cta.shared, m, trans, d, addr).map_err(|(lane, at, detail)| {
                     let t = w * 32 + lane;
                     self.mem_err(cta.ctaid, t, pc as usize, "shared", at, 16, detail)
-                }),
+                })
+            }
             _ => unreachable!("not a collective"),
         }
     }
@@ -234,6 +269,29 @@ impl Launch<'_> {
         }
     }
 
+    /// Performs thread `t`'s copies of a `cp.async` group, in issue order: reads their global
+    /// bytes now and writes shared memory.
+    fn land(
+        &self,
+        ctaid: [u32; 3],
+        t: usize,
+        group: Vec<AsyncCopy>,
+        global: &mut Global,
+        shared: &mut Shared,
+    ) -> Result<(), EmuError> {
+        for c in group {
+            let mut data = [0u8; 16];
+            if c.src_bytes > 0 {
+                let m = global
+                    .slice_aligned(c.src, c.src_bytes, c.bytes)
+                    .map_err(|e| self.mem_err(ctaid, t, c.pc, "global", c.src, c.src_bytes, e))?;
+                data[..m.len()].copy_from_slice(m);
+            }
+            shared.land(c.dst, &data[..c.bytes as usize]);
+        }
+        Ok(())
+    }
+
     /// Interprets thread `t` from its PC to its next stop (counting each instruction in the
     /// block's hits); returns the stop.
     fn run_thread(&self, cta: &mut Cta, t: usize, global: &mut Global) -> Result<St, EmuError> {
@@ -241,6 +299,7 @@ impl Launch<'_> {
         let ctaid = cta.ctaid;
         let regs = &mut cta.regs[t * n..(t + 1) * n];
         let shared = &mut cta.shared;
+        let copies = &mut cta.copies[t];
         let insts = &self.f.insts[..];
         let hits = &mut cta.hits;
         let mut pc = cta.pcs[t] as usize;
@@ -404,7 +463,11 @@ impl Launch<'_> {
                 } => {
                     let at = rd(regs, addr.base).wrapping_add(addr.offset as u64);
                     let len = bytes * k as u32;
-                    match space_slice(space, global, shared, at, len) {
+                    let m = match space {
+                        Space::Global => global.slice(at, len).map(|m| &*m),
+                        Space::Shared => shared.read(at, len),
+                    };
+                    match m {
                         Ok(m) => {
                             for i in 0..k as usize {
                                 regs[d[i] as usize] = read_le(&m[i * bytes as usize..(i + 1) * bytes as usize]);
@@ -417,6 +480,48 @@ impl Launch<'_> {
                     let at = rd(regs, addr.base).wrapping_add(addr.offset as u64);
                     if let Err(e) = global.slice(at, 1) {
                         return Err(self.mem_err(ctaid, t, pc, "global", at, 1, e));
+                    }
+                }
+                Op::CpAsync {
+                    bytes,
+                    dst,
+                    src,
+                    src_bytes,
+                } => {
+                    let to = rd(regs, dst.base).wrapping_add(dst.offset as u64);
+                    let from = rd(regs, src.base).wrapping_add(src.offset as u64);
+                    let src_bytes = src_bytes.map_or(bytes, |s| rd(regs, s) as u32);
+                    if src_bytes > bytes {
+                        let e = format!("src-size {src_bytes} exceeds the cp-size {bytes}");
+                        return Err(self.mem_err(ctaid, t, pc, "global", from, src_bytes, e));
+                    }
+                    if src_bytes > 0 {
+                        if let Err(e) = global.slice_aligned(from, src_bytes, bytes) {
+                            return Err(self.mem_err(ctaid, t, pc, "global", from, src_bytes, e));
+                        }
+                    }
+                    if let Err(e) = shared.issue(to, bytes, self.f.lines[pc]) {
+                        return Err(self.mem_err(ctaid, t, pc, "shared", to, bytes, e));
+                    }
+                    copies.open.push(AsyncCopy {
+                        dst: to,
+                        src: from,
+                        bytes,
+                        src_bytes,
+                        pc,
+                    });
+                }
+                Op::CpAsyncCommit => copies.groups.push_back(std::mem::take(&mut copies.open)),
+                Op::CpAsyncWait { n } => {
+                    while copies.groups.len() > n as usize {
+                        let group = copies.groups.pop_front().unwrap_or_default();
+                        self.land(ctaid, t, group, global, shared)?;
+                    }
+                }
+                Op::CpAsyncWaitAll => {
+                    copies.groups.push_back(std::mem::take(&mut copies.open));
+                    for group in std::mem::take(&mut copies.groups) {
+                        self.land(ctaid, t, group, global, shared)?;
                     }
                 }
                 Op::St {

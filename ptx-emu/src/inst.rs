@@ -454,6 +454,21 @@ pub enum Op {
     },
     /// `prefetch.global.L2`: no effect, but the address must lie in an allocation.
     Prefetch { addr: Addr },
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], bytes[, src_bytes]`: queue a copy of
+    /// `bytes` (4, 8 or 16) into shared memory, of which the first `src_bytes` (all when absent)
+    /// come from global memory and the rest are zero.
+    CpAsync {
+        bytes: u32,
+        dst: Addr,
+        src: Addr,
+        src_bytes: Option<Src>,
+    },
+    /// `cp.async.commit_group`: the thread's copies queued since the last commit become a group.
+    CpAsyncCommit,
+    /// `cp.async.wait_group n`: perform all but the newest `n` of the thread's groups.
+    CpAsyncWait { n: u32 },
+    /// `cp.async.wait_all`: commit, then perform all of the thread's groups.
+    CpAsyncWaitAll,
     /// `st.{global,shared}[.vN]`.
     St {
         space: Space,

@@ -6,6 +6,8 @@
 //! after block, each thread with its own PC, warp collectives (`shfl.sync`, `mma.sync`,
 //! `ldmatrix`) once all 32 lanes of the warp reach them, and `bar.sync` once every live thread
 //! of the block does. Every global or shared access is bounds- and alignment-checked.
+//! `cp.async` copies happen when their thread's `cp.async.wait_group`/`wait_all` completes
+//! their group; a shared read of bytes one still writes is an error.
 //!
 //! ```
 //! use replay_ptx_emu::{Global, Module, Param};
@@ -140,6 +142,20 @@ impl Module {
         params: &[Param],
         global: &mut Global,
     ) -> Result<LaunchStats, EmuError> {
+        self.launch_with_shared(entry, grid, block, 0, params, global)
+    }
+
+    /// [`Module::launch`] with `dynamic_shared` bytes of dynamic shared memory: the size of
+    /// the module's `.extern .shared` array, which starts where the static arrays end.
+    pub fn launch_with_shared(
+        &self,
+        entry: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dynamic_shared: u32,
+        params: &[Param],
+        global: &mut Global,
+    ) -> Result<LaunchStats, EmuError> {
         let f = self.function(entry)?;
         let fail = |message: String| EmuError::Launch {
             entry: entry.to_string(),
@@ -177,6 +193,7 @@ impl Module {
             params: &bits,
             grid,
             block,
+            dynamic_shared,
         };
         let hits = launch.run(global)?;
         Ok(LaunchStats {

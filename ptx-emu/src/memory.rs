@@ -53,7 +53,13 @@ impl Global {
 
     /// The `len` bytes at `addr`, or why they are not addressable.
     pub(crate) fn slice(&mut self, addr: u64, len: u32) -> Result<&mut [u8], String> {
-        check_align(addr, len)?;
+        self.slice_aligned(addr, len, len)
+    }
+
+    /// The `len` bytes at `addr`, which must be a multiple of `align`, or why they are not
+    /// addressable.
+    pub(crate) fn slice_aligned(&mut self, addr: u64, len: u32, align: u32) -> Result<&mut [u8], String> {
+        check_align(addr, align)?;
         let idx = (addr >> OFFSET_BITS) as usize;
         let off = addr & ((1u64 << OFFSET_BITS) - 1);
         let n = self.buffers.len();
@@ -73,9 +79,12 @@ impl Global {
     }
 }
 
-/// A block's shared memory.
+/// A block's shared memory, and which of its bytes a `cp.async` still in flight will write.
 pub(crate) struct Shared {
     bytes: Vec<u8>,
+    /// Per byte: how many pending `cp.async` copies write it, and the PTX line of the latest
+    /// issued (empty until the block's first `cp.async`).
+    inflight: Vec<(u32, u32)>,
 }
 
 impl Shared {
@@ -83,28 +92,76 @@ impl Shared {
     pub(crate) fn new(size: u32) -> Shared {
         Shared {
             bytes: vec![0xFF; size as usize],
+            inflight: vec![],
         }
     }
 
-    /// Back to all `0xFF` for the next block.
+    /// Back to all `0xFF`, nothing in flight, for the next block.
     pub(crate) fn reset(&mut self) {
         self.bytes.fill(0xFF);
+        self.inflight.fill((0, 0));
     }
 
-    /// The `len` bytes at `addr`, or why they are not addressable.
-    pub(crate) fn slice(&mut self, addr: u64, len: u32) -> Result<&mut [u8], String> {
+    /// The byte range of `len` bytes at `addr`, or why they are not addressable.
+    fn range(&self, addr: u64, len: u32) -> Result<std::ops::Range<usize>, String> {
         check_align(addr, len)?;
         let size = self.bytes.len() as u64;
         match addr.checked_add(len as u64) {
-            Some(end) if end <= size => Ok(&mut self.bytes[addr as usize..end as usize]),
+            Some(end) if end <= size => Ok(addr as usize..end as usize),
             _ => Err(format!("outside the block's {size} bytes of shared memory")),
+        }
+    }
+
+    /// The `len` bytes at `addr` to write, or why they are not addressable.
+    pub(crate) fn slice(&mut self, addr: u64, len: u32) -> Result<&mut [u8], String> {
+        let r = self.range(addr, len)?;
+        Ok(&mut self.bytes[r])
+    }
+
+    /// The `len` bytes at `addr` to read, or why they are not addressable or not readable yet
+    /// (a pending `cp.async` writes one of them).
+    pub(crate) fn read(&self, addr: u64, len: u32) -> Result<&[u8], String> {
+        let r = self.range(addr, len)?;
+        let pending = self.inflight.get(r.clone()).unwrap_or(&[]);
+        if let Some(k) = pending.iter().position(|&(n, _)| n > 0) {
+            return Err(format!(
+                "shared memory read of bytes with a cp.async still in flight: byte {:#x} is written by the \
+                 cp.async of PTX line {}, which no cp.async.wait_group/wait_all of its thread has completed",
+                r.start + k,
+                pending[k].1
+            ));
+        }
+        Ok(&self.bytes[r])
+    }
+
+    /// Marks the `len` bytes at `addr` as the destination of a pending `cp.async` of PTX
+    /// `line`, or says why they are not addressable.
+    pub(crate) fn issue(&mut self, addr: u64, len: u32, line: usize) -> Result<(), String> {
+        let r = self.range(addr, len)?;
+        if self.inflight.is_empty() {
+            self.inflight = vec![(0, 0); self.bytes.len()];
+        }
+        for f in &mut self.inflight[r] {
+            *f = (f.0 + 1, line as u32);
+        }
+        Ok(())
+    }
+
+    /// Completes a pending copy issued to `addr`: writes `data` there and unmarks it.
+    pub(crate) fn land(&mut self, addr: u64, data: &[u8]) {
+        let r = addr as usize..addr as usize + data.len();
+        self.bytes[r.clone()].copy_from_slice(data);
+        for f in &mut self.inflight[r] {
+            f.0 -= 1;
         }
     }
 }
 
-fn check_align(addr: u64, len: u32) -> Result<(), String> {
-    if !addr.is_multiple_of(len as u64) {
-        return Err(format!("misaligned (a {len}-byte access needs {len}-byte alignment)"));
+fn check_align(addr: u64, align: u32) -> Result<(), String> {
+    if !addr.is_multiple_of(align as u64) {
+        return Err(format!(
+            "misaligned (a {align}-byte access needs {align}-byte alignment)"
+        ));
     }
     Ok(())
 }

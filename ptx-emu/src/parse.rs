@@ -58,9 +58,13 @@ struct Shared {
 
 impl Shared {
     fn declare(&mut self, line: usize, text: &str) -> Result<(), EmuError> {
-        // `.shared .align A .b8 name[N]`
+        // `.shared .align A .b8 name[N]`, or `.extern .shared .align A .b8 name[]`
         let err = |m: &str| perr(line, format!("{m}: `{text}`"));
-        let toks: Vec<&str> = text.split_whitespace().collect();
+        let (dynamic, decl_text) = match text.strip_prefix(".extern") {
+            Some(rest) => (true, rest.trim_start()),
+            None => (false, text),
+        };
+        let toks: Vec<&str> = decl_text.split_whitespace().collect();
         let mut align = 1u32;
         let mut i = 1;
         if toks.get(i) == Some(&".align") {
@@ -78,7 +82,9 @@ impl Shared {
             _ => return Err(err("unsupported .shared element type")),
         };
         let decl = toks.get(i + 1).ok_or_else(|| err("missing name"))?;
+        // `name[]` (after `.extern`): the dynamic array, sized at launch, after the others.
         let (name, count) = match decl.split_once('[') {
+            Some((n, "]")) if dynamic => (n, 0),
             Some((n, rest)) => {
                 let c: u32 = rest
                     .strip_suffix(']')
@@ -119,7 +125,7 @@ pub fn parse(text: &str) -> Result<Program, EmuError> {
         let l = l.strip_suffix(';').unwrap_or(l).trim();
         if l.starts_with(".version") || l.starts_with(".target") || l.starts_with(".address_size") {
             i += 1;
-        } else if l.starts_with(".shared") {
+        } else if l.starts_with(".shared") || l.starts_with(".extern .shared") {
             shared.declare(*ln, l)?;
             i += 1;
         } else if l.starts_with(".visible .entry") || l.starts_with(".entry") {
@@ -675,6 +681,7 @@ impl Body<'_> {
                     _ => Err(p.unknown()),
                 }
             }
+            "cp" => self.cp_async(p),
             "bra" => {
                 p.want(1)?;
                 p.only(&["uni"])?;
@@ -1187,6 +1194,38 @@ impl Body<'_> {
             b: self.src(p, p.ops[2])?,
             c: if cas { self.src(p, p.ops[3])? } else { Src::Imm(0) },
         })
+    }
+
+    /// `cp.async.{ca,cg}.shared.global`, `cp.async.commit_group`, `cp.async.wait_group N`,
+    /// `cp.async.wait_all`.
+    fn cp_async(&self, p: &Parts) -> Result<Op, EmuError> {
+        match p.mods.as_slice() {
+            ["async", cache @ ("ca" | "cg"), "shared", "global"] => {
+                if !(3..=4).contains(&p.ops.len()) {
+                    return Err(p.err(format!("expected 3 or 4 operands, found {}", p.ops.len())));
+                }
+                let bytes = match (*cache, parse_imm(p.ops[2])) {
+                    ("ca", Some(b @ (4 | 8 | 16))) | ("cg", Some(b @ 16)) => b as u32,
+                    _ => return Err(p.err(format!("bad cp-size `{}` for .{cache}", p.ops[2]))),
+                };
+                Ok(Op::CpAsync {
+                    bytes,
+                    dst: self.addr(p, p.ops[0])?,
+                    src: self.addr(p, p.ops[1])?,
+                    src_bytes: p.ops.get(3).map(|s| self.src(p, s)).transpose()?,
+                })
+            }
+            ["async", "commit_group"] => p.want(0).map(|_| Op::CpAsyncCommit),
+            ["async", "wait_group"] => {
+                p.want(1)?;
+                match parse_imm(p.ops[0]) {
+                    Some(n) if n <= u32::MAX as u64 => Ok(Op::CpAsyncWait { n: n as u32 }),
+                    _ => Err(p.err("cp.async.wait_group needs an immediate group count")),
+                }
+            }
+            ["async", "wait_all"] => p.want(0).map(|_| Op::CpAsyncWaitAll),
+            _ => Err(p.unknown()),
+        }
     }
 
     fn shfl(&self, p: &Parts) -> Result<Op, EmuError> {

@@ -107,11 +107,11 @@ pub(crate) fn mma(regs: &mut [u64], n: usize, kind: MmaKind, d: [Reg; 4], a: [Sr
 /// `ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16`: lane `8m + r` gives the address
 /// of row `r` of matrix `m` (16 bytes); lane `l` receives in `d[m]` the pair of elements
 /// `(l/4, 2(l%4) + {0,1})` of matrix `m`, or with `.trans` `(2(l%4) + {0,1}, l/4)`. An error
-/// names the lane, the address and why it is not addressable.
+/// names the lane, the address and why it is not addressable (or a `cp.async` still writes it).
 pub(crate) fn ldmatrix(
     regs: &mut [u64],
     n: usize,
-    shared: &mut Shared,
+    shared: &Shared,
     count: u8,
     trans: bool,
     d: [Reg; 4],
@@ -122,7 +122,7 @@ pub(crate) fn ldmatrix(
         for (r, row) in mat.iter_mut().enumerate() {
             let lane = 8 * m + r;
             let at = rd(regs, n, lane, addr.base).wrapping_add(addr.offset as u64);
-            let bytes = shared.slice(at, 16).map_err(|e| (lane, at, e))?;
+            let bytes = shared.read(at, 16).map_err(|e| (lane, at, e))?;
             for (c, e) in row.iter_mut().enumerate() {
                 *e = read_le(&bytes[2 * c..2 * c + 2]) as u16;
             }

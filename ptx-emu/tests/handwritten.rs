@@ -1,6 +1,6 @@
 //! Hand-written PTX for the tricky pieces: `mma.sync` fragment layouts against a CPU matmul,
-//! `ldmatrix` (plain and `.trans`), the `shfl.sync` modes, the memcheck, parse errors and
-//! diverged collectives.
+//! `ldmatrix` (plain and `.trans`), the `shfl.sync` modes, the memcheck, parse errors,
+//! diverged collectives and `cp.async` groups.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -352,4 +352,179 @@ fn per_line_counts_follow_the_control_flow() {
         stats.thread_instructions,
         stats.per_line.iter().map(|(_, n)| n).sum::<u64>()
     );
+}
+
+/// Lane `l` works on 16 bytes: `%r3` = `smem + 16l`, `%rd4` = `p0 + 16l` (the input), `%rd6`
+/// = `p1 + 16l`; after `body` it stores `%r4..%r7` there. Returns the 32 × 4 output words.
+fn cp_async(body: &str, input: &[u32]) -> Result<Vec<u32>, EmuError> {
+    let body = format!(
+        "\tmov.u32 %r2, smem;\n\tmad.lo.s32 %r3, %r0, 16, %r2;\n\tmul.wide.u32 %rd3, %r0, 16;\n\
+         \tadd.s64 %rd4, %rd1, %rd3;\n\tadd.s64 %rd6, %rd2, %rd3;\n{body}\
+         \tst.global.v4.b32 [%rd6], {{%r4, %r5, %r6, %r7}};\n"
+    );
+    run(&body, 1024, bytes_of(input), 32 * 16).map(|b| u32s(&b))
+}
+
+/// Distinct input words.
+fn words(n: u32) -> Vec<u32> {
+    (0..n).map(|i| 0xA000_0000 | i).collect()
+}
+
+const LD_OWN: &str = "\tld.shared.v4.b32 {%r4, %r5, %r6, %r7}, [%r3];\n";
+
+#[test]
+fn cp_async_copies_once_its_group_is_waited_for() {
+    let input = words(128);
+    for copy in [
+        "\tcp.async.cg.shared.global [%r3], [%rd4], 16;\n",
+        "\tcp.async.ca.shared.global [%r3+0], [%rd4+0], 16, 16;\n",
+    ] {
+        let body = format!("{copy}\tcp.async.commit_group;\n\tcp.async.wait_group 0;\n{LD_OWN}");
+        assert_eq!(cp_async(&body, &input).unwrap(), input, "{copy}");
+    }
+}
+
+#[test]
+fn cp_async_src_size_zero_fills_the_rest() {
+    let input = words(128);
+    // Half of a 16-byte copy, src-size as an immediate and as a register.
+    for src in ["8", "%r8"] {
+        let body = format!(
+            "\tmov.u32 %r8, 8;\n\tcp.async.cg.shared.global [%r3], [%rd4], 16, {src};\n\
+             \tcp.async.commit_group;\n\tcp.async.wait_group 0;\n{LD_OWN}"
+        );
+        let out = cp_async(&body, &input).unwrap();
+        for l in 0..32 {
+            assert_eq!(
+                out[4 * l..4 * l + 4],
+                [input[4 * l], input[4 * l + 1], 0, 0],
+                "{src} lane {l}"
+            );
+        }
+    }
+    // src-size 0: the (wild, misaligned) global address is never read; all zeros land.
+    let body = format!(
+        "\tmov.u32 %r8, 0;\n\tmov.u64 %rd7, 12345;\n\tcp.async.cg.shared.global [%r3], [%rd7+-7], 16, %r8;\n\
+         \tcp.async.wait_all;\n{LD_OWN}"
+    );
+    assert_eq!(cp_async(&body, &input).unwrap(), vec![0; 128]);
+}
+
+#[test]
+fn cp_async_ca_copies_4_and_8_bytes() {
+    // Word 1 is left alone (shared starts as 0xFF bytes).
+    let input = words(128);
+    let body = format!(
+        "\tcp.async.ca.shared.global [%r3], [%rd4], 4;\n\tcp.async.ca.shared.global [%r3+8], [%rd4+8], 8;\n\
+         \tcp.async.commit_group;\n\tcp.async.wait_group 0;\n{LD_OWN}"
+    );
+    let out = cp_async(&body, &input).unwrap();
+    for l in 0..32 {
+        let i = &input[4 * l..];
+        assert_eq!(out[4 * l..4 * l + 4], [i[0], u32::MAX, i[2], i[3]], "lane {l}");
+    }
+    let e = Module::parse(&module("\tcp.async.cg.shared.global [%r3], [%rd4], 8;\n", 16)).unwrap_err();
+    assert!(e.to_string().contains("bad cp-size `8` for .cg"), "{e}");
+}
+
+/// The error of a run that must fail on a shared read of bytes a `cp.async` still writes.
+fn in_flight_error(body: &str) -> EmuError {
+    let e = cp_async(body, &words(256)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("shared memory read of bytes with a cp.async still in flight"),
+        "{e}"
+    );
+    e
+}
+
+#[test]
+fn reading_shared_bytes_before_their_cp_async_completes_is_an_error() {
+    let copy = "\tcp.async.cg.shared.global [%r3], [%rd4], 16;\n";
+    // Committed but not waited for.
+    let e = in_flight_error(&format!("{copy}\tcp.async.commit_group;\n{LD_OWN}"));
+    match e {
+        EmuError::Memory { inst, space, .. } => {
+            assert_eq!(inst, "ld.shared.v4.b32 {%r4, %r5, %r6, %r7}, [%r3]");
+            assert_eq!(space, "shared");
+        }
+        other => panic!("expected a memory error, got {other:?}"),
+    }
+    // Not committed: wait_group does not complete it, wait_all does.
+    in_flight_error(&format!("{copy}\tcp.async.wait_group 0;\n{LD_OWN}"));
+    cp_async(&format!("{copy}\tcp.async.wait_all;\n{LD_OWN}"), &words(256)).unwrap();
+    // Another thread's copy, across a barrier (which completes nothing).
+    let neighbour = "\txor.b32 %r9, %r0, 1;\n\tmad.lo.s32 %r10, %r9, 16, %r2;\n\
+                     \tld.shared.v4.b32 {%r4, %r5, %r6, %r7}, [%r10];\n";
+    in_flight_error(&format!("{copy}\tcp.async.commit_group;\n\tbar.sync 0;\n{neighbour}"));
+    let out = cp_async(
+        &format!("{copy}\tcp.async.commit_group;\n\tcp.async.wait_group 0;\n\tbar.sync 0;\n{neighbour}"),
+        &words(256),
+    )
+    .unwrap();
+    assert_eq!(out[..4], words(8)[4..]);
+    // ldmatrix reads shared memory too.
+    let ldm = "\tldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r4, %r5, %r6, %r7}, [%r3];\n";
+    let e = in_flight_error(&format!("{copy}\tcp.async.commit_group;\n{ldm}"));
+    assert!(e.to_string().contains("ldmatrix"), "{e}");
+    cp_async(
+        &format!("{copy}\tcp.async.wait_all;\n\tbar.sync 0;\n{ldm}"),
+        &words(256),
+    )
+    .unwrap();
+}
+
+#[test]
+fn wait_group_completes_all_but_the_newest_groups() {
+    // Group 1 to `smem + 16l`, group 2 to `smem + 512 + 16l` from input word 128 on.
+    let input = words(256);
+    let two = "\tcp.async.cg.shared.global [%r3], [%rd4], 16;\n\tcp.async.commit_group;\n\
+               \tcp.async.cg.shared.global [%r3+512], [%rd4+512], 16;\n\tcp.async.commit_group;\n\
+               \tcp.async.wait_group 1;\n";
+    assert_eq!(cp_async(&format!("{two}{LD_OWN}"), &input).unwrap(), input[..128]);
+    let newer = "\tld.shared.v4.b32 {%r4, %r5, %r6, %r7}, [%r3+512];\n";
+    let e = in_flight_error(&format!("{two}{LD_OWN}{newer}"));
+    assert!(e.to_string().contains("[%r3+512]"), "{e}");
+    let all = format!("{two}\tcp.async.wait_group 0;\n{newer}");
+    assert_eq!(cp_async(&all, &input).unwrap(), input[128..]);
+}
+
+#[test]
+fn cp_async_reads_global_memory_when_its_group_completes() {
+    let body = format!(
+        "\tcp.async.cg.shared.global [%r3], [%rd4], 16;\n\tcp.async.commit_group;\n\
+         \tst.global.b32 [%rd4+4], %r0;\n\tcp.async.wait_group 0;\n{LD_OWN}"
+    );
+    let (input, out) = (words(128), cp_async(&body, &words(128)).unwrap());
+    for l in 0..32 {
+        let i = &input[4 * l..];
+        assert_eq!(out[4 * l..4 * l + 4], [i[0], l as u32, i[2], i[3]], "lane {l}");
+    }
+}
+
+#[test]
+fn cp_async_bounds() {
+    // 31.5 lanes' worth of input: lane 31's full copy is out of bounds, its first 8 bytes are not.
+    let input = words(31 * 4 + 2);
+    match cp_async("\tcp.async.cg.shared.global [%r3], [%rd4], 16;\n", &input) {
+        Err(EmuError::Memory {
+            inst, space, thread, ..
+        }) => {
+            assert_eq!(inst, "cp.async.cg.shared.global [%r3], [%rd4], 16");
+            assert_eq!(space, "global");
+            assert_eq!(thread, [31, 0, 0]);
+        }
+        other => panic!("expected a memory error, got {other:?}"),
+    }
+    let half = format!("\tcp.async.cg.shared.global [%r3], [%rd4], 16, 8;\n\tcp.async.wait_all;\n{LD_OWN}");
+    assert_eq!(cp_async(&half, &input).unwrap()[124..], [input[124], input[125], 0, 0]);
+    let e = cp_async("\tcp.async.cg.shared.global [%r3+8], [%rd4], 16;\n", &words(128)).unwrap_err();
+    assert!(
+        e.to_string().contains("shared") && e.to_string().contains("misaligned"),
+        "{e}"
+    );
+    let e = cp_async("\tcp.async.cg.shared.global [%r3+1024], [%rd4], 16;\n", &words(128)).unwrap_err();
+    assert!(e.to_string().contains("outside the block's 1024 bytes"), "{e}");
+    let e = cp_async("\tcp.async.ca.shared.global [%r3], [%rd4], 8, 9;\n", &words(128)).unwrap_err();
+    assert!(e.to_string().contains("src-size 9 exceeds the cp-size 8"), "{e}");
 }

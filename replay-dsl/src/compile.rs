@@ -66,7 +66,9 @@ pub struct Compiled {
     pub ptx: String,
     /// Threads per program (`32 × num_warps`).
     pub num_threads: u32,
-    /// Static shared memory the kernel declares, in bytes.
+    /// Shared memory the kernel uses, in bytes: a static array, or beyond
+    /// [`crate::backend::smem::STATIC_LIMIT`] an `.extern` one launched with this much dynamic
+    /// shared memory ([`Compiled::dynamic_shared_bytes`]).
     pub shared_bytes: u32,
     /// `(stage name, text)` for every stage: the IR after each pass, the layouts, the PTX.
     pub stages: Vec<(String, String)>,
@@ -98,4 +100,16 @@ pub fn compile(kernel: &Kernel, target: Target) -> Result<Compiled, CompileError
         shared_bytes: generated.shared_bytes,
         stages,
     })
+}
+
+impl Compiled {
+    /// The dynamic shared memory a launch must pass: all of [`Compiled::shared_bytes`] when the
+    /// kernel declares its shared array `.extern` (beyond the static limit), else 0.
+    pub fn dynamic_shared_bytes(&self) -> u32 {
+        if self.shared_bytes as usize > crate::backend::smem::STATIC_LIMIT {
+            self.shared_bytes
+        } else {
+            0
+        }
+    }
 }

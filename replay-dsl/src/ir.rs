@@ -203,6 +203,31 @@ pub enum Op {
         /// Which lanes are fetched.
         mask: Option<Value>,
     },
+    /// Starts copying the memory behind a pointer tile into stage `stage` of shared buffer
+    /// `buffer` (whose tiles have the pointer tile's shape), asynchronously: one copy group.
+    /// Masked-off lanes are filled with zero (and not read); every copied lane must be in
+    /// bounds, as for a load. The copy starts after every earlier read of the buffer by the
+    /// program; its data may be read once a [`Op::WaitAsync`] has completed its group.
+    CopyAsync {
+        /// Index into [`Kernel::shared`].
+        buffer: usize,
+        /// The stage written (an i32 scalar, `0 ≤ stage < stages`).
+        stage: Value,
+        /// Pointers.
+        ptr: Value,
+        /// Which lanes are copied.
+        mask: Option<Value>,
+    },
+    /// Waits until at most `pending` of the program's copy groups ([`Op::CopyAsync`]) are still
+    /// in flight, the newest ones; the completed copies are then visible to the whole program.
+    WaitAsync(usize),
+    /// Stage `stage` of shared buffer `buffer` as a tile (its copy must have completed).
+    SharedRead {
+        /// Index into [`Kernel::shared`].
+        buffer: usize,
+        /// The stage read (an i32 scalar).
+        stage: Value,
+    },
     /// Reduction along one axis; the axis is removed from the shape.
     Reduce {
         /// Input tile.
@@ -341,8 +366,23 @@ pub struct Kernel {
     pub min_blocks: u32,
     /// Type of every value, indexed by [`Value`].
     pub values: Vec<Ty>,
+    /// Shared-memory buffers the body copies into and reads ([`Op::CopyAsync`],
+    /// [`Op::SharedRead`]).
+    pub shared: Vec<SharedBuffer>,
     /// Kernel body.
     pub body: Block,
+}
+
+/// A buffer in shared memory: `stages` tiles of `shape`, each written by asynchronous copies
+/// and read whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedBuffer {
+    /// Element type.
+    pub dtype: DType,
+    /// The shape of one stage's tile.
+    pub shape: Vec<usize>,
+    /// Number of stages (tiles).
+    pub stages: usize,
 }
 
 impl Kernel {
@@ -386,6 +426,9 @@ impl Op {
             Op::Load { ptr, mask, other } => [Some(*ptr), *mask, *other].into_iter().flatten().collect(),
             Op::Store { ptr, value, mask } => [Some(*ptr), Some(*value), *mask].into_iter().flatten().collect(),
             Op::Prefetch { ptr, mask } => [Some(*ptr), *mask].into_iter().flatten().collect(),
+            Op::CopyAsync { stage, ptr, mask, .. } => [Some(*stage), Some(*ptr), *mask].into_iter().flatten().collect(),
+            Op::WaitAsync(_) => vec![],
+            Op::SharedRead { stage, .. } => vec![*stage],
             Op::Reduce { value, .. } | Op::Scan { value, .. } => vec![*value],
             Op::Dot { a, b, acc, .. } => vec![*a, *b, *acc],
             Op::Atomic {
@@ -405,7 +448,12 @@ impl Op {
     pub fn has_side_effects(&self) -> bool {
         matches!(
             self,
-            Op::Store { .. } | Op::Prefetch { .. } | Op::Atomic { .. } | Op::Yield(_)
+            Op::Store { .. }
+                | Op::Prefetch { .. }
+                | Op::CopyAsync { .. }
+                | Op::WaitAsync(_)
+                | Op::Atomic { .. }
+                | Op::Yield(_)
         )
     }
 
@@ -467,6 +515,13 @@ impl Op {
                 g(ptr);
                 mask.iter_mut().for_each(&mut g);
             }
+            Op::CopyAsync { stage, ptr, mask, .. } => {
+                g(stage);
+                g(ptr);
+                mask.iter_mut().for_each(&mut g);
+            }
+            Op::WaitAsync(_) => {}
+            Op::SharedRead { stage, .. } => g(stage),
             Op::Reduce { value, .. } | Op::Scan { value, .. } => g(value),
             Op::Dot { a, b, acc, .. } => {
                 g(a);
@@ -519,6 +574,9 @@ impl Op {
             Op::Load { .. } => "load".into(),
             Op::Store { .. } => "store".into(),
             Op::Prefetch { .. } => "prefetch".into(),
+            Op::CopyAsync { buffer, .. } => format!("copy_async shared{buffer}"),
+            Op::WaitAsync(n) => format!("wait_async {n}"),
+            Op::SharedRead { buffer, .. } => format!("shared_read shared{buffer}"),
             Op::Reduce { axis, kind, .. } => format!("reduce.{} axis={axis}", format!("{kind:?}").to_lowercase()),
             Op::Scan {
                 axis,
@@ -572,6 +630,9 @@ impl fmt::Display for Kernel {
             consts.join(", "),
             self.num_warps
         )?;
+        for (i, b) in self.shared.iter().enumerate() {
+            writeln!(f, "  shared{i}: {}[{}x{:?}]", b.dtype, b.stages, b.shape)?;
+        }
         self.fmt_block(f, &self.body, 1)?;
         writeln!(f, "}}")
     }

@@ -22,6 +22,7 @@ pub mod prelude {
         num_programs, prefetch, program_id, rsqrt, select, sigmoid, silu, softplus, sqrt, static_assert, store, sum,
         sum_all, tanh, Compare, Logic, MaskArg,
     };
+    pub use crate::front::shared::{shared, wait_async, Shared};
     pub use crate::front::tile::{constant, full, zeros, Element, Float, Int, Num, Operand, Ptr, Scalar, Tile};
     pub use crate::ir::DotPrecision;
     pub use float8::F8E4M3;

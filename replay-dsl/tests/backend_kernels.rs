@@ -118,6 +118,55 @@ fn prefetch_lowers_to_one_l2_prefetch_per_vector() {
     }
 }
 
+/// `out[row] = Σ x` over `n` tiles `[16, 128]` (rows 0..12 copied, the rest masked off),
+/// double-buffered through a two-stage shared buffer of 8 KiB per stage.
+fn double_buffered_rows(warps: u32) -> Kernel {
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), int("n", 1)];
+    trace("double_buffered", params, vec![], warps, |a| {
+        let (x, o) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]));
+        let n = Tile::<i32>::from_value(a[2]);
+        let local = (arange(16) * 128).expand_dims(1) + arange(128).expand_dims(0);
+        let rows = arange(16).compare(CmpOp::Lt, 12).expand_dims(1);
+        let buf = shared::<f32>(2, &[16, 128]);
+        buf.copy_async(0, x + local, rows);
+        let acc = for_range(range(0, n), zeros::<f32>([16]), |i, acc| {
+            buf.copy_async(
+                (i + 1) % 2,
+                x + (i + 1) * 2048 + local,
+                rows & (i + 1).compare(CmpOp::Lt, n),
+            );
+            wait_async(1);
+            acc + sum(buf.read(i % 2), 1)
+        });
+        store(o + arange(16), acc, true);
+    })
+    .unwrap()
+}
+
+#[test]
+fn async_copies_lower_to_cp_async_into_stages() {
+    for warps in [1, 4, 8] {
+        let c = check(&double_buffered_rows(warps));
+        let ptx = &c[0].ptx;
+        // 16-byte copies of 2 × 16 × 128 floats, masked by source size.
+        let per_thread = 2 * 16 * 128 / (32 * warps as usize) / 4;
+        assert_eq!(ptx.matches("cp.async.cg.shared.global [").count(), per_thread, "{ptx}");
+        assert_eq!(ptx.matches("cp.async.commit_group").count(), 2, "{ptx}");
+        assert!(ptx.contains("cp.async.wait_group 1;\n\tbar.sync 0;"), "{ptx}");
+        // Stages of 16 rows of 512 bytes (row sums read whole rows: no padding needed), then
+        // the scratch of the reductions.
+        assert!(
+            ptx.lines().any(|l| l.contains("mad.lo.s32") && l.contains(", 8192, ")),
+            "{ptx}"
+        );
+        let bytes: usize = (ptx.split("replay_smem[").nth(1))
+            .and_then(|t| t.split(']').next())
+            .and_then(|t| t.parse().ok())
+            .expect("a static shared array");
+        assert!(bytes >= 2 * 8192, "{bytes} bytes\n{ptx}");
+    }
+}
+
 fn row_softmax(block: usize, warps: u32) -> Kernel {
     trace(
         "softmax",

@@ -23,6 +23,11 @@
 //! - `prefetched_tile_loop`: a loop over `[R, C]` tiles (f32 and bf16) that prefetches the next
 //!   tile into L2 (the last iteration's prefetch masked off) before loading and summing this
 //!   one: the results of a plain loop, every `num_warps`; the PTX holds `prefetch.global.L2`.
+//! - `async_copied_tile_loop`: the same loop double-buffered through shared memory: tile `i + 1`
+//!   copied asynchronously into one stage while tile `i` is read from the other (`copy_async`,
+//!   `wait_async(1)`, `read`), f32 and bf16, with the last column masked off (zero-filled; narrow
+//!   copies) or not, every `num_warps`: the results of a plain loop; the PTX holds `cp.async`,
+//!   and tiles of 128 × 128 f32 take dynamic shared memory (an `.extern` array).
 //! - `layout_conversions`: `x + x.trans()` on square tiles and `x.trans()` on rectangular ones.
 //! - `reductions_on_each_axis`: sum / max / min / cumsum along every axis of 2-D and 3-D tiles
 //!   and over all elements, f32 (values exact in any order) and i32; cumsum and cumprod also
@@ -950,6 +955,101 @@ fn prefetched_tile_loop() {
                         let (p, row) = (r / rows, r % rows);
                         (0..n)
                             .flat_map(|i| (0..cols).map(move |c| ((p * n + i) * rows + row) * cols + c))
+                            .map(|j| xs[j])
+                            .sum()
+                    })
+                    .collect();
+                let got: Vec<f32> = run.gpu[1]
+                    .chunks(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                if got != expect {
+                    run.fail(&format!("row sums {got:?}, expected {expect:?}"));
+                }
+            }
+        }
+    }
+}
+
+/// Program `p` sums the rows of the `n` tiles `[rows, cols]` at `x + (p·n + i)·rows·cols` into
+/// `out[p·rows ..]` (columns `≥ cols − drop` masked off), each tile copied into one stage of a
+/// two-stage shared buffer while the previous one is read from the other.
+fn async_copy_loop_kernel<T: Scalar>(e: Elem, rows: usize, cols: usize, drop: usize, w: u32) -> Kernel {
+    let params = vec![ptr("x", e), ptr("out", Elem::F32), val("n", Elem::I32)];
+    trace("async_copy_loop", params, vec![], w, |a| {
+        let (x, out, n) = (ptr_of::<T>(a, 0), ptr_of::<f32>(a, 1), scalar::<i32>(a, 2));
+        let size = (rows * cols) as i32;
+        let local = (arange(rows) * cols as i32).expand_dims(1) + arange(cols).expand_dims(0);
+        let keep = arange(cols).compare(CmpOp::Lt, (cols - drop) as i32);
+        let first = program_id(0) * n;
+        let tiles = shared::<T>(2, &[rows, cols]);
+        tiles.copy_async(0, x + first * size + local, keep);
+        let acc = for_range(range(0, n), zeros::<f32>([rows]), |i, acc| {
+            let next = x + (first + i + 1) * size + local;
+            tiles.copy_async((i + 1) % 2, next, keep & (i + 1).compare(CmpOp::Lt, n));
+            wait_async(1);
+            let t: Tile<T> = tiles.read(i % 2);
+            acc + sum(t.cast::<f32>(), 1)
+        });
+        store(out + program_id(0) * rows as i32 + arange(rows), acc, true);
+    })
+    .unwrap()
+}
+
+#[test]
+fn async_copied_tile_loop() {
+    for target in Target::ALL {
+        let k = async_copy_loop_kernel::<f32>(Elem::F32, 16, 64, 0, 4);
+        let c = replay_dsl::compile(&k, target).unwrap();
+        assert!(c.ptx.contains("cp.async.cg.shared.global ["), "{}", c.ptx);
+        assert!(c.ptx.contains("cp.async.wait_group 1"), "{}", c.ptx);
+    }
+    // Two stages of 64 KiB: beyond the static 48 KiB, a dynamic `.extern` array.
+    let big = replay_dsl::compile(
+        &async_copy_loop_kernel::<f32>(Elem::F32, 128, 128, 0, 4),
+        Target::ALL[0],
+    )
+    .unwrap();
+    assert!(
+        big.ptx.contains(".extern .shared .align 16 .b8 replay_smem[];"),
+        "{}",
+        big.ptx
+    );
+    assert!(big.shared_bytes >= 2 * 65536 && big.dynamic_shared_bytes() == big.shared_bytes);
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rand::new(0xa5);
+    let (programs, n) = (3usize, 5usize);
+    for (rows, cols) in [(16usize, 64usize), (8, 8), (32, 128), (128, 128)] {
+        for (w, drop) in WARPS.into_iter().flat_map(|w| [(w, 0usize), (w, 1)]) {
+            let len = (programs * n + 1) * rows * cols;
+            // Small integers: every sum is exact, in any order.
+            let xs: Vec<f32> = (0..len).map(|_| rng.int(-8, 8) as f32).collect();
+            let xb: Vec<bf16> = xs.iter().map(|&v| bf16::from_f32(v)).collect();
+            let cases = [
+                (
+                    async_copy_loop_kernel::<f32>(Elem::F32, rows, cols, drop, w),
+                    HArg::buf(&xs),
+                ),
+                (
+                    async_copy_loop_kernel::<bf16>(Elem::BF16, rows, cols, drop, w),
+                    HArg::buf(&xb),
+                ),
+            ];
+            for (kernel, x) in cases {
+                let args = vec![x, HArg::poisoned(Elem::F32, programs * rows), HArg::I32(n as i32)];
+                let run = run_both(
+                    &gpu,
+                    format!("async-copied loop, tiles {rows}x{cols}, {drop} column(s) masked, num_warps {w}"),
+                    &kernel,
+                    [programs as u32, 1, 1],
+                    &args,
+                );
+                run.assert_same();
+                let expect: Vec<f32> = (0..programs * rows)
+                    .map(|r| {
+                        let (p, row) = (r / rows, r % rows);
+                        (0..n)
+                            .flat_map(|i| (0..cols - drop).map(move |c| ((p * n + i) * rows + row) * cols + c))
                             .map(|j| xs[j])
                             .sum()
                     })

@@ -86,6 +86,88 @@ fn out_of_bounds_prefetch_is_an_error_unless_masked_off() {
     );
 }
 
+/// Copies `x[0..64]` into stage 0 of a two-stage shared buffer and stores stage `read` to
+/// `out`, waiting with `wait_async(pending)` in between (no wait when `None`).
+fn shared_buffer_kernel(pending: Option<usize>, read: i32) -> Kernel {
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32)];
+    trace("staged", params, vec![], 4, |a| {
+        let x = Tile::<Ptr<f32>>::from_value(a[0]);
+        let out = Tile::<Ptr<f32>>::from_value(a[1]);
+        let buf = shared::<f32>(2, &[64]);
+        buf.copy_async(0, x + arange(64), true);
+        if let Some(p) = pending {
+            wait_async(p);
+        }
+        store(out + arange(64), buf.read(read), true);
+    })
+    .unwrap()
+}
+
+#[test]
+fn shared_buffers_are_read_only_after_their_copy_completes() {
+    let mut mem = Memory::new();
+    let xs: Vec<f32> = (0..64).map(|i| i as f32 * 0.5 - 3.0).collect();
+    let x = mem.alloc(&xs);
+    let out = mem.alloc(&[f32::NAN; 64]);
+    run(
+        &shared_buffer_kernel(Some(0), 0),
+        [1, 1, 1],
+        &[Arg::ptr(x), Arg::ptr(out)],
+        &mut mem,
+    )
+    .unwrap();
+    assert_eq!(mem.read::<f32>(out), xs);
+    let cases = [
+        (shared_buffer_kernel(None, 0), "in flight"),
+        (shared_buffer_kernel(Some(1), 0), "in flight"),
+        (shared_buffer_kernel(Some(0), 1), "no completed copy"),
+        (shared_buffer_kernel(Some(0), 2), "has 2 stages"),
+    ];
+    for (k, why) in cases {
+        let out = mem.alloc(&[f32::NAN; 64]);
+        let err = run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(out)], &mut mem).unwrap_err();
+        assert!(
+            matches!(&err, InterpError::SharedBuffer { kernel, op, .. } if kernel == "staged" && op == "shared_read shared0"),
+            "{err}"
+        );
+        assert!(err.to_string().contains(why), "{err}");
+        assert!(
+            mem.read::<f32>(out).iter().all(|v| v.is_nan()),
+            "nothing stored after the fault"
+        );
+    }
+}
+
+#[test]
+fn copy_async_checks_bounds_unless_masked_off() {
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("n", Elem::I32)];
+    let k = trace("staged_tail", params, vec![], 4, |a| {
+        let x = Tile::<Ptr<f32>>::from_value(a[0]);
+        let out = Tile::<Ptr<f32>>::from_value(a[1]);
+        let n = Tile::<i32>::from_value(a[2]);
+        let buf = shared::<f32>(1, &[64]);
+        let offs = arange(64);
+        buf.copy_async(0, x + offs, offs.compare(CmpOp::Lt, n));
+        wait_async(0);
+        store(out + offs, buf.read(0), true);
+    })
+    .unwrap();
+    let mut mem = Memory::new();
+    let x = mem.alloc(&[2.5f32; 40]);
+    let out = mem.alloc(&[f32::NAN; 64]);
+    run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(40)], &mut mem).unwrap();
+    let o = mem.read::<f32>(out);
+    assert!(
+        o[..40].iter().all(|&v| v == 2.5) && o[40..].iter().all(|&v| v == 0.0),
+        "{o:?}"
+    );
+    let err = run(&k, [1, 1, 1], &[Arg::ptr(x), Arg::ptr(out), Arg::I32(41)], &mut mem).unwrap_err();
+    assert!(
+        matches!(&err, InterpError::OutOfBounds { op, offset: 40, .. } if op == "copy_async shared0"),
+        "{err}"
+    );
+}
+
 #[test]
 fn out_of_bounds_store_writes_nothing() {
     let k = scale_kernel();

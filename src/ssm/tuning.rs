@@ -251,6 +251,7 @@ fn tiles_of(values: &Values) -> Tiles {
         prefetch: get("PREFETCH", 0) != 0,
         shared_weights: get("SHARED_WEIGHTS", 1) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
+        async_copy: get("ASYNC", 0) != 0,
     }
 }
 
@@ -444,6 +445,11 @@ pub fn tune_verify_tiles(
         .occupancy_hints()
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
+        .axis("ASYNC", [0, 1])
+        .constraint(
+            "the next head's checkpoint rows either prefetched or copied",
+            |c: &C, _| !(c.PREFETCH && c.ASYNC),
+        )
         .register_limit();
     let grid_shape = *shape;
     let mut problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
@@ -462,8 +468,8 @@ pub fn tune_verify_tiles(
         .size("T", drafts as i64)
         .size("accepted", accepted as i64)
         .size("cycle", 1);
-    // × num_warps, PREFETCH, SHARED_WEIGHTS.
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 8;
+    // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS.
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 12;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points))
 }
@@ -678,6 +684,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("PREFETCH", tiles.prefetch as i64),
         ("SHARED_WEIGHTS", tiles.shared_weights as i64),
         ("FC", tiles.flush_columns as i64),
+        ("ASYNC", tiles.async_copy as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -401,13 +401,15 @@ pub struct ReplayConfig {
     pub prefetch: bool,
     /// The verification's `SHARED_WEIGHTS` (all heads' weights at once).
     pub shared_weights: bool,
+    /// The verification's `ASYNC` (checkpoint rows copied into shared memory a head ahead).
+    pub async_copy: bool,
     /// `FC` of both kernels (key columns per flush block).
     pub fc: usize,
 }
 
 impl ReplayConfig {
-    /// The tiles given, with the kernels' options (`EARLY`, `PREFETCH`, `SHARED_WEIGHTS`, `FC`) at
-    /// their defaults.
+    /// The tiles given, with the kernels' options (`EARLY`, `PREFETCH`, `SHARED_WEIGHTS`, `ASYNC`,
+    /// `FC`) at their defaults.
     pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
         ReplayConfig {
             shape,
@@ -420,6 +422,7 @@ impl ReplayConfig {
             early: false,
             prefetch: false,
             shared_weights: true,
+            async_copy: false,
             fc: 32,
         }
     }
@@ -464,6 +467,7 @@ impl ReplayConfig {
                 HB: self.hb,
                 PREFETCH: self.prefetch,
                 SHARED_WEIGHTS: self.shared_weights,
+                ASYNC: self.async_copy,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

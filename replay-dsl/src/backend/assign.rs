@@ -394,6 +394,7 @@ impl<'k> Assignment<'k> {
         };
         match self.def(src).map(|d| &d.op) {
             Some(Op::Load { ptr, .. }) => self.axis.get(self.kernel, *ptr).contig[dim] >= 4,
+            Some(Op::SharedRead { .. }) => true,
             _ => false,
         }
     }
@@ -416,7 +417,7 @@ impl<'k> Assignment<'k> {
         }
     }
 
-    /// The layout a prefetch operates in: a coalesced load's.
+    /// The layout a prefetch or an asynchronous copy operates in: a coalesced load's.
     pub fn prefetch_layout(&mut self, ptr: Value, mask: Option<Value>) -> LayoutId {
         self.anchor(ptr, mask, 16)
     }
@@ -459,6 +460,13 @@ impl<'k> Assignment<'k> {
                 let l = self.prefetch_layout(*ptr, *mask);
                 all(l)
             }
+            Op::CopyAsync { stage, ptr, mask, .. } => {
+                let l = self.prefetch_layout(*ptr, *mask);
+                let mut v = vec![(*stage, self.scalar), (*ptr, l)];
+                v.extend(mask.map(|m| (m, l)));
+                v
+            }
+            Op::SharedRead { stage, .. } => vec![(*stage, self.scalar)],
             Op::Reduce { value, .. } => vec![(*value, self.reduce_input(inst.results[0]))],
             Op::Scan { value, axis, .. } => vec![(*value, self.scan_input(*value, *axis))],
             Op::Dot { a, b, acc, precision } => {
@@ -549,6 +557,15 @@ impl<'k> Assignment<'k> {
                     let l = match self.pref.get(&r) {
                         Some(l) => *l,
                         None => self.anchor(*ptr, *mask, 16),
+                    };
+                    self.set_real(r, l);
+                }
+                Op::SharedRead { .. } => {
+                    // Shared memory is read in whatever layout the users agree on.
+                    let r = r.unwrap();
+                    let l = match self.pref.get(&r) {
+                        Some(l) => *l,
+                        None => self.default_layout(self.ty(r)),
                     };
                     self.set_real(r, l);
                 }
@@ -645,7 +662,7 @@ impl<'k> Assignment<'k> {
                         self.set_real(*res, l);
                     }
                 }
-                Op::Store { .. } | Op::Prefetch { .. } | Op::Yield(_) => {}
+                Op::Store { .. } | Op::Prefetch { .. } | Op::CopyAsync { .. } | Op::WaitAsync(_) | Op::Yield(_) => {}
             }
         }
     }
@@ -783,6 +800,7 @@ impl<'k> Assignment<'k> {
             };
             let ok = match &def.op {
                 Op::Load { .. } => self.is_load_adopting(v, want),
+                Op::SharedRead { .. } => true,
                 Op::Unary(..) | Op::Binary(..) | Op::Cmp(..) | Op::Select(..) | Op::Cast(..) | Op::AddPtr(..) => {
                     // At most one operand pays a conversion instead of the result.
                     def.op.operands().iter().filter(|o| !self.is_cheap(**o)).count() <= 1

@@ -146,7 +146,7 @@ pub fn plan_of<'k>(
     };
     let b_base = (m * a.pitch * sa).div_ceil(16) * 16;
     let bytes = b_base + k * b.pitch * sb;
-    (bytes <= smem::LIMIT).then_some(MmaPlan {
+    (bytes <= smem::STATIC_LIMIT).then_some(MmaPlan {
         kind,
         m,
         n,
@@ -165,7 +165,7 @@ pub fn plan_of<'k>(
 /// the partial sums of the groups fit in shared memory.
 pub fn k_group_warps(acc: &Layout, k: usize, kind: MmaKind) -> Vec<usize> {
     let threads = 32usize << acc.warps.len();
-    if threads * acc.num_regs() * 4 > smem::LIMIT {
+    if threads * acc.num_regs() * 4 > smem::STATIC_LIMIT {
         return Vec::new();
     }
     (acc.warps.iter().enumerate())

@@ -1,7 +1,7 @@
 //! The tracing context: kernel bodies run as ordinary Rust and append IR here.
 
 use crate::error::{CompileError, ErrorKind};
-use crate::ir::{Block, Inst, Kernel, Op, Param, Value};
+use crate::ir::{Block, Inst, Kernel, Op, Param, SharedBuffer, Value};
 use crate::types::Ty;
 use std::cell::RefCell;
 
@@ -69,6 +69,7 @@ pub fn trace_with_min_blocks(
         num_warps,
         min_blocks,
         values: Vec::new(),
+        shared: Vec::new(),
         body: Block::default(),
     };
     let previous = CTX.with(|c| {
@@ -162,6 +163,19 @@ pub fn fail(op: &str, kind: ErrorKind) {
 /// True if an error was recorded.
 pub fn failed() -> bool {
     with(|ctx| ctx.error.is_some())
+}
+
+/// Declares a shared-memory buffer of the kernel being traced; returns its index.
+pub fn declare_shared(buffer: SharedBuffer) -> usize {
+    with(|ctx| {
+        ctx.kernel.shared.push(buffer);
+        ctx.kernel.shared.len() - 1
+    })
+}
+
+/// The shared-memory buffer `id` of the kernel being traced.
+pub fn shared_buffer(id: usize) -> SharedBuffer {
+    with(|ctx| ctx.kernel.shared[id].clone())
 }
 
 /// The number of warps of the kernel being traced.

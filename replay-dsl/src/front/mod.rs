@@ -3,4 +3,5 @@
 pub mod builder;
 pub mod control;
 pub mod ops;
+pub mod shared;
 pub mod tile;

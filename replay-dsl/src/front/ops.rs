@@ -52,7 +52,7 @@ impl MaskArg for bool {
     }
 }
 
-fn mask_for(ptr: Value, mask: Option<Value>, op: &str) -> (Value, Option<Value>) {
+pub(super) fn mask_for(ptr: Value, mask: Option<Value>, op: &str) -> (Value, Option<Value>) {
     match mask {
         None => (ptr, None),
         Some(m) => {

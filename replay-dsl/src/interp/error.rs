@@ -96,6 +96,20 @@ pub enum InterpError {
         /// The step.
         step: i64,
     },
+    /// A shared buffer used out of order: a stage read while a copy into it is in flight or
+    /// before any copy completed, a second copy into a stage still being copied, or a stage
+    /// index out of range.
+    #[error("kernel `{kernel}`, op `{op}`, program {program:?}: {message}")]
+    SharedBuffer {
+        /// Kernel name.
+        kernel: String,
+        /// Op mnemonic.
+        op: String,
+        /// Program id.
+        program: [u32; 3],
+        /// What is wrong.
+        message: String,
+    },
     /// IR the interpreter cannot execute (ill-typed or malformed; normally a front-end bug).
     #[error("kernel `{kernel}`, op `{op}`, program {program:?}: {message}")]
     Unsupported {
@@ -121,6 +135,7 @@ impl InterpError {
             | InterpError::ElemMismatch { kernel, .. }
             | InterpError::DivisionByZero { kernel, .. }
             | InterpError::BadStep { kernel, .. }
+            | InterpError::SharedBuffer { kernel, .. }
             | InterpError::Unsupported { kernel, .. } => kernel,
         }
     }
@@ -131,6 +146,7 @@ impl InterpError {
             | InterpError::ElemMismatch { op, .. }
             | InterpError::DivisionByZero { op, .. }
             | InterpError::BadStep { op, .. }
+            | InterpError::SharedBuffer { op, .. }
             | InterpError::Unsupported { op, .. } => Some(op),
             _ => None,
         }
@@ -142,6 +158,7 @@ impl InterpError {
             | InterpError::ElemMismatch { program, .. }
             | InterpError::DivisionByZero { program, .. }
             | InterpError::BadStep { program, .. }
+            | InterpError::SharedBuffer { program, .. }
             | InterpError::Unsupported { program, .. } => Some(*program),
             _ => None,
         }

@@ -29,6 +29,7 @@ enum Fault {
     },
     DivZero,
     BadStep(i64),
+    Shared(String),
     Unsupported(String),
     /// An error already tagged (from a nested block).
     Tagged(Box<InterpError>),
@@ -61,11 +62,15 @@ pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], mem: &mut Memory) -> R
         grid,
         pid: [0; 3],
         env: vec![None; kernel.values.len()],
+        stages: Vec::new(),
+        in_flight: Default::default(),
     };
     for x in 0..grid[0] {
         for y in 0..grid[1] {
             for z in 0..grid[2] {
                 ex.pid = [x, y, z];
+                ex.stages = kernel.shared.iter().map(|b| vec![None; b.stages]).collect();
+                ex.in_flight.clear();
                 ex.block(&kernel.body)?;
             }
         }
@@ -129,6 +134,10 @@ struct Exec<'a> {
     pid: [u32; 3],
     /// The current value of every SSA value (indexed by `Value`).
     env: Vec<Option<Rc<Data>>>,
+    /// Every shared buffer's stages as their last completed copies left them.
+    stages: Vec<Vec<Option<Rc<Data>>>>,
+    /// Copy groups in flight, oldest first: (buffer, stage, the copied tile).
+    in_flight: std::collections::VecDeque<(usize, usize, Rc<Data>)>,
 }
 
 impl<'a> Exec<'a> {
@@ -165,6 +174,12 @@ impl<'a> Exec<'a> {
                 op,
                 program,
                 step,
+            },
+            Fault::Shared(message) => InterpError::SharedBuffer {
+                kernel,
+                op,
+                program,
+                message,
             },
             Fault::Unsupported(message) => InterpError::Unsupported {
                 kernel,
@@ -463,6 +478,55 @@ impl<'a> Exec<'a> {
                 }
                 Ok(())
             }
+            Op::CopyAsync {
+                buffer,
+                stage,
+                ptr,
+                mask,
+            } => {
+                let s = self.stage_index(*buffer, *stage)?;
+                if self.in_flight.iter().any(|(b, t, _)| (*b, *t) == (*buffer, s)) {
+                    return Err(Fault::Shared(format!(
+                        "copy into stage {s} of shared{buffer} while an earlier copy into it is in flight"
+                    )));
+                }
+                let dp = self.get(*ptr)?;
+                let Data::P(ps) = &*dp else {
+                    return unsupported("copy_async through a non-pointer tile");
+                };
+                let e = k.ty(*ptr).dtype.pointee().expect("a pointer tile");
+                let dm = mask.map(|m| self.bools(m)).transpose()?;
+                let mv: Option<&[bool]> = dm.as_deref().map(|d| match d {
+                    Data::B(b) => &b[..],
+                    _ => unreachable!(),
+                });
+                let data = self.load(e, ps, mv, None)?;
+                self.in_flight.push_back((*buffer, s, Rc::new(data)));
+                Ok(())
+            }
+            Op::WaitAsync(pending) => {
+                while self.in_flight.len() > *pending {
+                    let (b, s, data) = self.in_flight.pop_front().expect("a copy in flight");
+                    self.stages[b][s] = Some(data);
+                }
+                Ok(())
+            }
+            Op::SharedRead { buffer, stage } => {
+                let r = Self::result(inst)?;
+                let s = self.stage_index(*buffer, *stage)?;
+                if self.in_flight.iter().any(|(b, t, _)| (*b, *t) == (*buffer, s)) {
+                    return Err(Fault::Shared(format!(
+                        "read of stage {s} of shared{buffer} while a copy into it is in flight (wait_async first)"
+                    )));
+                }
+                let Some(data) = self.stages[*buffer][s].clone() else {
+                    return Err(Fault::Shared(format!(
+                        "read of stage {s} of shared{buffer}, which no completed copy has written"
+                    )));
+                };
+                self.env[r.0 as usize] = Some(data);
+                Ok(())
+            }
             Op::Atomic {
                 kind,
                 ptr,
@@ -660,6 +724,26 @@ impl<'a> Exec<'a> {
             });
         }
         Ok(p.off as usize * e.bytes())
+    }
+
+    /// The stage index `stage` of shared buffer `buffer`, checked against its stages.
+    fn stage_index(&self, buffer: usize, stage: Value) -> R<usize> {
+        let stages = self.k.shared[buffer].stages;
+        let s = match &*self.get(stage)? {
+            Data::I(v) if v.len() == 1 => v[0],
+            d => {
+                return unsupported(format!(
+                    "a stage index must be an integer scalar, got a {} tile",
+                    d.kind()
+                ))
+            }
+        };
+        if s < 0 || s as usize >= stages {
+            return Err(Fault::Shared(format!(
+                "stage {s} of shared{buffer}, which has {stages} stages"
+            )));
+        }
+        Ok(s as usize)
     }
 
     fn load(&self, e: Elem, ps: &[PtrVal], mask: Option<&[bool]>, other: Option<&Data>) -> R<Data> {

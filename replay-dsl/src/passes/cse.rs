@@ -21,6 +21,9 @@ fn is_pure(op: &Op) -> bool {
         Op::Load { .. }
             | Op::Store { .. }
             | Op::Prefetch { .. }
+            | Op::CopyAsync { .. }
+            | Op::WaitAsync(_)
+            | Op::SharedRead { .. }
             | Op::Atomic { .. }
             | Op::For { .. }
             | Op::If { .. }

@@ -30,8 +30,11 @@ pub struct ModuleKey {
 pub struct LoadInfo {
     /// Threads per program (block).
     pub num_threads: u32,
-    /// Static shared memory in bytes.
+    /// Shared memory in bytes (static, or dynamic: see `dynamic_shared_bytes`).
     pub shared_bytes: u32,
+    /// Dynamic shared memory each launch passes, in bytes (kernels needing more than the
+    /// static 48 KiB declare their shared array `.extern`; 0 otherwise).
+    pub dynamic_shared_bytes: u32,
     /// Registers per thread (`None` on the interpreter).
     pub num_regs: Option<u32>,
     /// Local (spill) memory per thread in bytes (`None` on the interpreter).
@@ -136,6 +139,13 @@ fn func_attr(f: &CudaFunction, a: sys::CUfunction_attribute) -> Result<u32> {
         .map_err(|e| RuntimeError::driver("cuFuncGetAttribute", e))
 }
 
+/// Sets a function attribute (`cuFuncSetAttribute`).
+fn set_func_attr(f: &CudaFunction, a: sys::CUfunction_attribute, value: u32) -> Result<()> {
+    // SAFETY: `f.func` belongs to a loaded module.
+    unsafe { result::function::set_function_attribute(f.func, a, value as i32) }
+        .map_err(|e| RuntimeError::driver("cuFuncSetAttribute", e))
+}
+
 impl Device {
     /// The loaded kernel for `key`, tracing (`trace`), compiling and loading it on a miss.
     /// Errors name the kernel; a failed load is not cached, so it is retried next time.
@@ -177,6 +187,7 @@ impl Device {
                 let info = LoadInfo {
                     num_threads: compiled.num_threads,
                     shared_bytes: compiled.shared_bytes,
+                    dynamic_shared_bytes: compiled.dynamic_shared_bytes(),
                     ..LoadInfo::default()
                 };
                 LoadedKernel {
@@ -193,9 +204,14 @@ impl Device {
                 let compiled = replay_dsl::compile(&ir, target)?;
                 let func = load_cuda(self, &key.kernel, &compiled)?;
                 use sys::CUfunction_attribute as A;
+                let dynamic = compiled.dynamic_shared_bytes();
+                if dynamic > 0 {
+                    set_func_attr(&func, A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic)?;
+                }
                 let info = LoadInfo {
                     num_threads: compiled.num_threads,
                     shared_bytes: compiled.shared_bytes,
+                    dynamic_shared_bytes: dynamic,
                     num_regs: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_NUM_REGS)?),
                     local_bytes: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?),
                 };
@@ -276,6 +292,7 @@ impl Device {
         let info = LoadInfo {
             num_threads,
             shared_bytes: func_attr(&func, A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
+            dynamic_shared_bytes: 0,
             num_regs: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_NUM_REGS)?),
             local_bytes: Some(func_attr(&func, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?),
         };

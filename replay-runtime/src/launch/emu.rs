@@ -40,10 +40,11 @@ pub fn run(stream: &Stream, loaded: &LoadedKernel, grid: Grid, args: &[ArgValue<
             Err(ArgValue::Buffer(_)) => unreachable!("buffers come as ids"),
         },
     )?;
-    let result = module.launch(
+    let result = module.launch_with_shared(
         &compiled.entry,
         [grid.x, grid.y, grid.z],
         [loaded.info.num_threads, 1, 1],
+        loaded.info.dynamic_shared_bytes,
         &params,
         &mut global,
     );

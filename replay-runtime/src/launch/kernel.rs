@@ -212,7 +212,7 @@ fn launch_cuda(stream: &Stream, loaded: &LoadedKernel, grid: Grid, args: &[ArgVa
             func.func,
             (grid.x, grid.y, grid.z),
             (loaded.info.num_threads, 1, 1),
-            0,
+            loaded.info.dynamic_shared_bytes,
             s.cu_stream(),
             &mut params,
         )

@@ -340,6 +340,7 @@ pub(crate) mod tests {
         let fits = LoadInfo {
             num_threads: 256,
             shared_bytes: 0,
+            dynamic_shared_bytes: 0,
             num_regs: Some(255),
             local_bytes: Some(0),
         };

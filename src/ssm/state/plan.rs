@@ -57,12 +57,17 @@ pub struct Tiles {
     /// Key columns per flush block of the replay step and the fold (their `FC`; other kernels
     /// ignore it).
     pub flush_columns: usize,
+    /// The verification copies the next head's checkpoint rows into shared memory while this
+    /// head computes (its `ASYNC`; other kernels ignore it).
+    #[serde(default)]
+    pub async_copy: bool,
 }
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
     /// checkpoint load, `prefetch` with the next head's loads first, `wph` with weights per
-    /// head and `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
+    /// head, `async` with the next head's checkpoint rows copied into shared memory, and
+    /// `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -72,13 +77,14 @@ impl Tiles {
         let early = if self.early { " early" } else { "" };
         let prefetch = if self.prefetch { " prefetch" } else { "" };
         let wph = if self.shared_weights { "" } else { " wph" };
+        let copy = if self.async_copy { " async" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{fc}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{fc}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -143,6 +149,7 @@ impl ReplayPlan {
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
+            async_copy: false,
         };
         ReplayPlan {
             window,
@@ -188,6 +195,7 @@ impl ConventionalPlan {
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
+            async_copy: false,
         };
         ConventionalPlan {
             decode: t,

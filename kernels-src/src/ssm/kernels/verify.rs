@@ -86,6 +86,7 @@ pub fn mamba2_verify(
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = false)] PREFETCH: bool,
     #[constexpr(default = true)] SHARED_WEIGHTS: bool,
+    #[constexpr(default = false)] ASYNC: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -155,15 +156,20 @@ pub fn mamba2_verify(
         // A head's checkpoint rows [BV, DK].
         let sptr_of = |head: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
         // A head's loads (none where `m` is false), all issued before its products: the
-        // checkpoint rows [BV, DK], the records' x of the value rows [nr, BV], and the drafts'
-        // x and z [BV, tq] (z: the drafts' x again, unused, without HAS_Z).
-        let head_tiles = |head: Tile<i32>, m: Tile<bool>| {
+        // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z: the
+        // drafts' x again, unused, without HAS_Z); `head_tiles` adds the checkpoint rows
+        // [BV, DK] after them.
+        let head_inputs = |head: Tile<i32>, m: Tile<bool>| {
             let vmr = vmask.expand_dims(0) & m;
             let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
             let x_rec = load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft);
             let xo = xoff(head, tok_s);
             let x_s = load(x + xo, vm & m);
             let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
+            (x_rec, x_s, z_s)
+        };
+        let head_tiles = |head: Tile<i32>, m: Tile<bool>| {
+            let (x_rec, x_s, z_s) = head_inputs(head, m);
             (load(sptr_of(head), vm & m), x_rec, x_s, z_s)
         };
         // The per-head vectors of all HB heads at once, before the head loop, with the head
@@ -226,46 +232,65 @@ pub fn mamba2_verify(
             hm & (live & first).expand_dims(0),
         );
 
-        // One head's outputs and records, from its tiles; `hc` is its head lane.
-        let per_head = |hc: Tile<i32>, (st, x_rec, x_s, z_s): (Tile<f32>, Tile<bf16>, Tile<bf16>, Tile<bf16>)| {
-            let head = head0 + hc;
-            let lane = hh == hc;
-            let wt_h = match wt {
-                Some(wt) => head_lane(wt, lane),
-                None => weights(Some(lane)),
+        // One head's outputs and records, from its tiles (the checkpoint rows from `st`, called
+        // right before their product); `hc` is its head lane.
+        let per_head =
+            |hc: Tile<i32>, st: &dyn Fn() -> Tile<f32>, (x_rec, x_s, z_s): (Tile<bf16>, Tile<bf16>, Tile<bf16>)| {
+                let head = head0 + hc;
+                let lane = hh == hc;
+                let wt_h = match wt {
+                    Some(wt) => head_lane(wt, lane),
+                    None => weights(Some(lane)),
+                };
+                let wkq = wt_h * kq;
+                let gam_h = head_lane(gam, lane);
+                let d_h = head_lane(d_hb, lane);
+
+                let x_rec = x_rec.cast::<f32>(); // [nr, BV]
+
+                // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
+                let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
+                let mut y = gam_h.expand_dims(0) * dot(st(), q_t) + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
+                if HAS_Z {
+                    // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
+                    let zf = z_s.cast::<f32>();
+                    let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
+                    y = y * zf * (r * r);
+                }
+                let omask = vm & live.expand_dims(0);
+                store(out + xo, y.cast::<bf16>(), omask);
+                // Append the drafts' x at ring positions start + h + s.
+                store(ring_x + xoff(head, pos_d), x_s, omask);
             };
-            let wkq = wt_h * kq;
-            let gam_h = head_lane(gam, lane);
-            let d_h = head_lane(d_hb, lane);
-
-            let x_rec = x_rec.cast::<f32>(); // [nr, BV]
-
-            // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
-            let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-            let mut y = gam_h.expand_dims(0) * dot(st, q_t) + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
-            if HAS_Z {
-                // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
-                let zf = z_s.cast::<f32>();
-                let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
-                y = y * zf * (r * r);
+        if ASYNC {
+            // The checkpoint rows double-buffered in shared memory: the next head's copied
+            // while this head computes (no registers held for it).
+            let rows = shared::<f32>(2, &[BV, DK]);
+            rows.copy_async(0, sptr_of(head0), vm);
+            for hc in range(0, HB as i32) {
+                let next = hc + 1 < HB as i32;
+                rows.copy_async((hc + 1) % 2, sptr_of(head0 + hc + 1), vm & next);
+                let inputs = head_inputs(head0 + hc, full([], true));
+                let st = || {
+                    wait_async(1);
+                    rows.read(hc % 2)
+                };
+                per_head(hc, &st, inputs);
             }
-            let omask = vm & live.expand_dims(0);
-            store(out + xo, y.cast::<bf16>(), omask);
-            // Append the drafts' x at ring positions start + h + s.
-            store(ring_x + xoff(head, pos_d), x_s, omask);
-        };
-        if PREFETCH {
+        } else if PREFETCH {
             // The next head's loads are issued before this head's products (two heads' tiles
             // live: more registers).
             let mut next = head_tiles(head0, full([], true));
             for hc in range(0, HB as i32) {
                 let cur = next;
                 next = head_tiles(head0 + hc + 1, hc + 1 < HB as i32);
-                per_head(hc, cur);
+                let (st, x_rec, x_s, z_s) = cur;
+                per_head(hc, &|| st, (x_rec, x_s, z_s));
             }
         } else {
             for hc in range(0, HB as i32) {
-                per_head(hc, head_tiles(head0 + hc, full([], true)));
+                let (st, x_rec, x_s, z_s) = head_tiles(head0 + hc, full([], true));
+                per_head(hc, &|| st, (x_rec, x_s, z_s));
             }
         }
         // The drafts' keys, by one program per group.

@@ -45,7 +45,7 @@ impl Emitter<'_> {
     }
 
     /// The vector width (elements) of an access in layout `l` through `ptr` under `mask`.
-    fn access_width(&self, l: LayoutId, ptr: Value, mask: Option<Value>, s: usize) -> usize {
+    pub(super) fn access_width(&self, l: LayoutId, ptr: Value, mask: Option<Value>, s: usize) -> usize {
         if s == 1 {
             return 1;
         }

@@ -28,6 +28,7 @@ mod mma;
 mod reduce;
 pub mod regs;
 mod scan;
+mod shared;
 mod threads;
 
 use super::assign::{Assignment, Kind};
@@ -59,6 +60,12 @@ pub struct Emitter<'k> {
     owners: HashMap<LayoutId, Option<Reg>>,
     tid: Option<Reg>,
     smem_base: Option<Reg>,
+    /// The shared array's address (the shared buffers'), read once in the prologue.
+    shared_array: Option<Reg>,
+    /// Where the shared buffers lie ([`shared`]).
+    buffers: Vec<shared::BufferPlan>,
+    /// Bytes the shared buffers take; the staging scratch ([`SmemPlan`]) starts there.
+    scratch_base: usize,
     smem: SmemPlan,
     labels: u32,
     version: (u32, u32),
@@ -73,7 +80,7 @@ pub struct Emitter<'k> {
 pub struct Emitted {
     /// The PTX module.
     pub ptx: String,
-    /// Bytes of static shared memory declared.
+    /// Bytes of shared memory used (static, or dynamic beyond the static limit).
     pub shared_bytes: u32,
 }
 
@@ -84,6 +91,8 @@ pub fn emit_kernel<'k>(
     axis: &'k AxisTable,
     target: Target,
 ) -> Result<Emitted, CompileError> {
+    let mut asg = asg;
+    let (buffers, scratch_base) = shared::plan_buffers(kernel, &mut asg);
     let mut e = Emitter {
         k: kernel,
         asg,
@@ -97,6 +106,9 @@ pub fn emit_kernel<'k>(
         owners: HashMap::new(),
         tid: None,
         smem_base: None,
+        shared_array: None,
+        buffers,
+        scratch_base,
         smem: SmemPlan::default(),
         labels: 0,
         version: target.min_ptx_version(),
@@ -105,12 +117,13 @@ pub fn emit_kernel<'k>(
         bases: HashMap::new(),
     };
     e.block(&kernel.body)?;
-    if e.smem.bytes() > super::smem::LIMIT {
+    if e.shared_bytes() > super::smem::LIMIT {
         return Err(e.err(
             "shared memory",
             ErrorKind::Unsupported(format!(
-                "needs {} bytes of shared memory (at most {})",
-                e.smem.bytes(),
+                "needs {} bytes of shared memory ({} of shared buffers; at most {})",
+                e.shared_bytes(),
+                e.scratch_base,
                 super::smem::LIMIT
             )),
         ));
@@ -130,8 +143,10 @@ impl<'k> Emitter<'k> {
             self.version.1,
             self.target.arch()
         );
-        let shared = self.smem.bytes().div_ceil(16) * 16;
-        if shared > 0 {
+        let shared = self.shared_bytes().div_ceil(16) * 16;
+        if shared > super::smem::STATIC_LIMIT {
+            let _ = writeln!(s, ".extern .shared .align 16 .b8 {SMEM}[];\n");
+        } else if shared > 0 {
             let _ = writeln!(s, ".shared .align 16 .b8 {SMEM}[{shared}];\n");
         }
         let params: Vec<String> = self
@@ -162,6 +177,11 @@ impl<'k> Emitter<'k> {
             ptx: s,
             shared_bytes: shared as u32,
         }
+    }
+
+    /// Bytes of shared memory the kernel declares: its buffers, then the staging scratch.
+    fn shared_bytes(&self) -> usize {
+        self.scratch_base + self.smem.bytes()
     }
 
     fn err(&self, op: &str, kind: ErrorKind) -> CompileError {
@@ -261,6 +281,16 @@ impl<'k> Emitter<'k> {
             Op::Yield(vs) => return self.emit_yield(vs),
             Op::Store { ptr, value, mask } => return self.store(*ptr, *value, *mask),
             Op::Prefetch { ptr, mask } => return self.prefetch(*ptr, *mask),
+            Op::CopyAsync {
+                buffer,
+                stage,
+                ptr,
+                mask,
+            } => return self.copy_async(*buffer, *stage, *ptr, *mask),
+            Op::WaitAsync(pending) => {
+                self.wait_async(*pending);
+                return Ok(());
+            }
             _ => {}
         }
         let r = inst.results[0];
@@ -309,6 +339,7 @@ impl<'k> Emitter<'k> {
                 self.elementwise(inst, r, l)
             }
             Op::Load { ptr, mask, other } => self.load(r, l, *ptr, *mask, *other),
+            Op::SharedRead { buffer, stage } => self.shared_read(r, l, *buffer, *stage),
             Op::Reduce { value, axis, kind } => self.reduce(r, *value, *axis, *kind),
             Op::Scan {
                 value,

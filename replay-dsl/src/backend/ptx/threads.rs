@@ -17,14 +17,29 @@ impl Emitter<'_> {
         t
     }
 
-    /// The shared-memory array's address, read once in the prologue.
+    /// The staging scratch's address (the shared array's, past its buffers), read once in the
+    /// prologue.
     pub(super) fn smem_base(&mut self) -> Reg {
         if let Some(b) = self.smem_base {
             return b;
         }
         let b = self.reg(Class::B32);
         let _ = writeln!(self.prologue, "\tmov.u32 {b}, {SMEM};");
+        if self.scratch_base > 0 {
+            let _ = writeln!(self.prologue, "\tadd.s32 {b}, {b}, {};", self.scratch_base);
+        }
         self.smem_base = Some(b);
+        b
+    }
+
+    /// The shared array's address (where the shared buffers begin), read once in the prologue.
+    pub(super) fn shared_array(&mut self) -> Reg {
+        if let Some(b) = self.shared_array {
+            return b;
+        }
+        let b = self.reg(Class::B32);
+        let _ = writeln!(self.prologue, "\tmov.u32 {b}, {SMEM};");
+        self.shared_array = Some(b);
         b
     }
 

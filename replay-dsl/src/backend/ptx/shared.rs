@@ -1,0 +1,287 @@
+//! Shared buffers ([`Op::CopyAsync`], [`Op::WaitAsync`], [`Op::SharedRead`]). Every buffer has
+//! its own region at the start of the shared array (the staging scratch of conversions,
+//! reductions and dots follows them); its stages lie one after the other, each a row-major
+//! tile whose rows are padded to the pitch with the fewest shared-memory wavefronts over the
+//! buffer's copies and reads (the bank model of [`crate::backend::mma::wavefronts`]).
+//!
+//! A copy is one `cp.async` per vector of a coalesced load's layout (16 bytes: `.cg`, 4 or 8:
+//! `.ca`; narrower vectors load and store at once), masked-off vectors zero-filled by a source
+//! size of 0, then `cp.async.commit_group`; a barrier first makes sure that no thread still
+//! reads what it overwrites. A wait is `cp.async.wait_group n` and a barrier; a read is one
+//! `ld.shared` per vector of the layout its users want.
+
+use super::convert::{mem_bytes, mem_type};
+use super::regs::{Class, Reg};
+use super::Emitter;
+use crate::backend::assign::Assignment;
+use crate::backend::layout::{Layout, LayoutId};
+use crate::backend::mma::wavefronts;
+use crate::error::CompileError;
+use crate::ir::{Block, Kernel, Op, Value};
+use crate::types::DType;
+
+/// Where one shared buffer lies in the shared array.
+#[derive(Clone, Debug)]
+pub(super) struct BufferPlan {
+    /// Byte offset of stage 0.
+    offset: usize,
+    /// Bytes from one stage to the next (a multiple of 16).
+    stage_bytes: usize,
+    /// Bytes per unit step of each coordinate.
+    strides: Vec<usize>,
+}
+
+/// Places every buffer of `kernel`; returns the plans and the bytes they take together.
+pub(super) fn plan_buffers(kernel: &Kernel, asg: &mut Assignment<'_>) -> (Vec<BufferPlan>, usize) {
+    let mut uses: Vec<Vec<(LayoutId, usize)>> = vec![Vec::new(); kernel.shared.len()];
+    collect_uses(kernel, &kernel.body, asg, &mut uses);
+    let mut offset = 0;
+    let mut plans = Vec::with_capacity(kernel.shared.len());
+    for (b, buffer) in kernel.shared.iter().enumerate() {
+        let s = mem_bytes(buffer.dtype);
+        let shape = &buffer.shape;
+        let cols = *shape.last().expect("a buffer has a shape");
+        let rows: usize = shape[..shape.len() - 1].iter().product();
+        let layouts: Vec<(Layout, usize)> = uses[b].iter().map(|(l, w)| (asg.layout(*l).clone(), *w)).collect();
+        let pitch = if rows > 1 { row_pitch(&layouts, s, cols) } else { cols };
+        let mut strides = vec![0; shape.len()];
+        strides[shape.len() - 1] = s;
+        let mut step = pitch * s;
+        for d in (0..shape.len() - 1).rev() {
+            strides[d] = step;
+            step *= shape[d];
+        }
+        let stage_bytes = (rows * pitch * s).div_ceil(16) * 16;
+        plans.push(BufferPlan {
+            offset,
+            stage_bytes,
+            strides,
+        });
+        offset += stage_bytes * buffer.stages;
+    }
+    (plans, offset)
+}
+
+/// The layouts each buffer is copied and read in, with the bytes per access.
+fn collect_uses(kernel: &Kernel, block: &Block, asg: &mut Assignment<'_>, uses: &mut [Vec<(LayoutId, usize)>]) {
+    for inst in &block.insts {
+        match &inst.op {
+            Op::CopyAsync { buffer, ptr, mask, .. } => {
+                let l = asg.prefetch_layout(*ptr, *mask);
+                let s = mem_bytes(kernel.shared[*buffer].dtype);
+                uses[*buffer].push((l, s * asg.layout(l).contiguous_regs().min(16 / s)));
+            }
+            Op::SharedRead { buffer, .. } => {
+                if let Some(l) = asg.natural(inst.results[0]) {
+                    let s = mem_bytes(kernel.shared[*buffer].dtype);
+                    uses[*buffer].push((l, s * read_vector(asg.layout(l), s)));
+                }
+            }
+            _ => {}
+        }
+        for b in inst.op.blocks() {
+            collect_uses(kernel, b, asg, uses);
+        }
+    }
+}
+
+/// Elements per shared-memory access of a read in `l` (consecutive registers, ≤ 16 bytes).
+fn read_vector(l: &Layout, s: usize) -> usize {
+    l.contiguous_regs().min(16 / s).min(4)
+}
+
+/// The row pitch (elements) of a `[rows, cols]` tile of `s`-byte elements accessed in
+/// `layouts` (each with its bytes per access): the fewest wavefronts, padding rows by up to
+/// 128 bytes in steps that keep 16-byte rows aligned; the unpadded pitch on ties.
+fn row_pitch(layouts: &[(Layout, usize)], s: usize, cols: usize) -> usize {
+    let row_bytes = cols * s;
+    if !row_bytes.is_multiple_of(16) {
+        return cols;
+    }
+    let rank = |l: &Layout| l.shape.len();
+    let cost = |pitch: usize| -> usize {
+        layouts
+            .iter()
+            .map(|(l, width)| {
+                let last = rank(l) - 1;
+                let addrs: Vec<usize> = (0..32)
+                    .map(|lane| {
+                        let row = (0..last).fold(0, |r, d| r * l.shape[d] + l.lane_coord(lane, d));
+                        (row * pitch + l.lane_coord(lane, last)) * s
+                    })
+                    .collect();
+                wavefronts(&addrs, *width)
+            })
+            .sum()
+    };
+    let step = 16 / s;
+    let mut best = (cost(cols), cols);
+    for pitch in (cols + step..=cols + 128 / s).step_by(step) {
+        let c = cost(pitch);
+        if c < best.0 {
+            best = (c, pitch);
+        }
+    }
+    best.1
+}
+
+impl Emitter<'_> {
+    /// The address of this thread's part (in layout `l`) of stage `stage` of `buffer`.
+    fn buffer_addr(&mut self, buffer: usize, stage: Value, l: LayoutId) -> Result<Reg, CompileError> {
+        let plan = self.buffers[buffer].clone();
+        let base = self.shared_array();
+        let st = self.get(stage, self.asg.scalar())?[0];
+        let a = self.reg(Class::B32);
+        emit!(self, "mad.lo.s32 {a}, {st}, {}, {base}", plan.stage_bytes);
+        if plan.offset > 0 {
+            emit!(self, "add.s32 {a}, {a}, {}", plan.offset);
+        }
+        for (d, stride) in plan.strides.iter().enumerate() {
+            if let Some(t) = self.thread_coord(l, d) {
+                emit!(self, "mad.lo.s32 {a}, {t}, {stride}, {a}");
+            }
+        }
+        Ok(a)
+    }
+
+    /// The byte offset of register `r` of `layout` within a stage of `buffer`.
+    fn buffer_reg_offset(&self, buffer: usize, layout: &Layout, r: usize) -> usize {
+        let strides = &self.buffers[buffer].strides;
+        strides
+            .iter()
+            .enumerate()
+            .map(|(d, s)| layout.reg_coord(r, d) * s)
+            .sum()
+    }
+
+    /// Starts copying the memory behind `ptr` into stage `stage` of `buffer` (one copy group).
+    pub(super) fn copy_async(
+        &mut self,
+        buffer: usize,
+        stage: Value,
+        ptr: Value,
+        mask: Option<Value>,
+    ) -> Result<(), CompileError> {
+        let l = self.asg.prefetch_layout(ptr, mask);
+        let ptrs = self.get(ptr, l)?;
+        let masks = mask.map(|m| self.get(m, l)).transpose()?;
+        let owner = self.owner(l);
+        let dtype = self.k.shared[buffer].dtype;
+        let s = mem_bytes(dtype);
+        let v = self.access_width(l, ptr, mask, s);
+        let layout = self.asg.layout(l).clone();
+        // No thread may still be reading what this copy overwrites.
+        emit!(self, "bar.sync 0");
+        let addr = self.buffer_addr(buffer, stage, l)?;
+        let guard = owner.map(|p| format!("@{p} ")).unwrap_or_default();
+        let bytes = v * s;
+        for g in (0..ptrs.len()).step_by(v) {
+            let off = self.buffer_reg_offset(buffer, &layout, g);
+            let src = self.address(ptrs[g]);
+            if bytes >= 4 {
+                let kind = if bytes == 16 { "cg" } else { "ca" };
+                match &masks {
+                    Some(m) => {
+                        let n = self.reg(Class::B32);
+                        emit!(self, "selp.u32 {n}, {bytes}, 0, {}", m[g]);
+                        emit!(
+                            self,
+                            "{guard}cp.async.{kind}.shared.global [{addr}+{off}], [{src}], {bytes}, {n}"
+                        );
+                    }
+                    None => emit!(
+                        self,
+                        "{guard}cp.async.{kind}.shared.global [{addr}+{off}], [{src}], {bytes}"
+                    ),
+                }
+            } else {
+                self.copy_now(dtype, (addr, off), &src, masks.as_ref().map(|m| m[g]), &guard);
+            }
+        }
+        emit!(self, "cp.async.commit_group");
+        Ok(())
+    }
+
+    /// One element copied by a load and a store (too narrow for `cp.async`); 0 where masked.
+    fn copy_now(&mut self, dtype: DType, (addr, off): (Reg, usize), src: &str, mask: Option<Reg>, guard: &str) {
+        let t = mem_type(dtype);
+        let d = self.reg(Self::mem_class(dtype));
+        if let Some(m) = mask {
+            emit!(self, "mov.{} {d}, 0", d.class.mov_type());
+            emit!(self, "@{m} ld.global.{t} {d}, [{src}]");
+        } else {
+            emit!(self, "{guard}ld.global.{t} {d}, [{src}]");
+        }
+        emit!(self, "{guard}st.shared.{t} [{addr}+{off}], {d}");
+    }
+
+    /// Waits for all but the newest `pending` copy groups; their data is then visible to all.
+    pub(super) fn wait_async(&mut self, pending: usize) {
+        emit!(self, "cp.async.wait_group {pending}");
+        emit!(self, "bar.sync 0");
+    }
+
+    /// Stage `stage` of `buffer` read in layout `l`.
+    pub(super) fn shared_read(
+        &mut self,
+        r: Value,
+        l: LayoutId,
+        buffer: usize,
+        stage: Value,
+    ) -> Result<Vec<Reg>, CompileError> {
+        let dtype = self.ty(r).dtype;
+        let s = mem_bytes(dtype);
+        let layout = self.asg.layout(l).clone();
+        let mut vw = read_vector(&layout, s);
+        let row = self.buffers[buffer].strides.iter().rev().nth(1).copied().unwrap_or(0);
+        while vw > 1 && !row.is_multiple_of(vw * s) {
+            vw /= 2;
+        }
+        let addr = self.buffer_addr(buffer, stage, l)?;
+        let t = mem_type(dtype);
+        let mut out = Vec::with_capacity(layout.num_regs());
+        for g in (0..layout.num_regs()).step_by(vw) {
+            let off = self.buffer_reg_offset(buffer, &layout, g);
+            let dst = self.regs_n(Self::mem_class(dtype), vw);
+            let names: Vec<String> = dst.iter().map(|r| r.to_string()).collect();
+            if vw == 1 {
+                emit!(self, "ld.shared.{t} {}, [{addr}+{off}]", names[0]);
+            } else {
+                emit!(self, "ld.shared.v{vw}.{t} {{{}}}, [{addr}+{off}]", names.join(", "));
+            }
+            for d in dst {
+                let v = self.reg_from_mem(d, dtype);
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::mma::register_operands;
+
+    #[test]
+    fn rows_read_whole_stay_unpadded() {
+        let l = Layout::default_for(&[16, 128], 4, 4, 16);
+        assert_eq!(row_pitch(&[(l, 16)], 4, 128), 128);
+    }
+
+    #[test]
+    fn mma_fragment_reads_get_a_conflict_free_pitch() {
+        // The A fragments of a [32, 128] × [128, 8] dot read from registers: 16-byte reads of
+        // rows g = lane / 4, which share banks at a 512-byte pitch.
+        let (a, _) = register_operands(32, 8, 128, 4).expect("a register plan");
+        let width = 4 * read_vector(&a, 4);
+        let addrs = |pitch: usize| -> Vec<usize> {
+            (0..32)
+                .map(|lane| (a.lane_coord(lane, 0) * pitch + a.lane_coord(lane, 1)) * 4)
+                .collect()
+        };
+        let pitch = row_pitch(&[(a.clone(), width)], 4, 128);
+        assert!(pitch > 128 && (pitch * 4).is_multiple_of(16), "pitch {pitch}");
+        assert!(wavefronts(&addrs(pitch), width) < wavefronts(&addrs(128), width));
+    }
+}
