@@ -900,6 +900,48 @@ fn runtime_loops_and_branches() {
     }
 }
 
+/// A run of a tile-loop kernel: `programs` programs, each summing the rows of its `n` tiles
+/// `[rows, cols]` (the last `drop` columns masked off).
+#[derive(Clone, Copy)]
+struct TileLoop {
+    programs: usize,
+    n: usize,
+    rows: usize,
+    cols: usize,
+    drop: usize,
+}
+
+/// Runs a tile-loop kernel `(x, out, n)` on both engines (`xs`: the values of `x` as f32) and
+/// checks that they agree bit for bit and equal the row sums.
+fn check_row_sums(gpu: &Gpu, what: String, kernel: &Kernel, x: HArg, xs: &[f32], t: TileLoop) {
+    let TileLoop {
+        programs,
+        n,
+        rows,
+        cols,
+        drop,
+    } = t;
+    let args = vec![x, HArg::poisoned(Elem::F32, programs * rows), HArg::I32(n as i32)];
+    let run = run_both(gpu, what, kernel, [programs as u32, 1, 1], &args);
+    run.assert_same();
+    let expect: Vec<f32> = (0..programs * rows)
+        .map(|r| {
+            let (p, row) = (r / rows, r % rows);
+            (0..n)
+                .flat_map(|i| (0..cols - drop).map(move |c| ((p * n + i) * rows + row) * cols + c))
+                .map(|j| xs[j])
+                .sum()
+        })
+        .collect();
+    let got: Vec<f32> = run.gpu[1]
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    if got != expect {
+        run.fail(&format!("row sums {got:?}, expected {expect:?}"));
+    }
+}
+
 /// Program `p` sums the rows of the `n` tiles `[rows, cols]` at `x + (p·n + i)·rows·cols` into
 /// `out[p·rows ..]`, prefetching tile `i + 1` (masked off at the last) before loading tile `i`.
 fn prefetch_loop_kernel<T: Scalar>(e: Elem, rows: usize, cols: usize, w: u32) -> Kernel {
@@ -941,31 +983,15 @@ fn prefetched_tile_loop() {
                 (prefetch_loop_kernel::<bf16>(Elem::BF16, rows, cols, w), HArg::buf(&xb)),
             ];
             for (kernel, x) in cases {
-                let args = vec![x, HArg::poisoned(Elem::F32, programs * rows), HArg::I32(n as i32)];
-                let run = run_both(
-                    &gpu,
-                    format!("prefetched loop, tiles {rows}x{cols}, num_warps {w}"),
-                    &kernel,
-                    [programs as u32, 1, 1],
-                    &args,
-                );
-                run.assert_same();
-                let expect: Vec<f32> = (0..programs * rows)
-                    .map(|r| {
-                        let (p, row) = (r / rows, r % rows);
-                        (0..n)
-                            .flat_map(|i| (0..cols).map(move |c| ((p * n + i) * rows + row) * cols + c))
-                            .map(|j| xs[j])
-                            .sum()
-                    })
-                    .collect();
-                let got: Vec<f32> = run.gpu[1]
-                    .chunks(4)
-                    .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-                    .collect();
-                if got != expect {
-                    run.fail(&format!("row sums {got:?}, expected {expect:?}"));
-                }
+                let what = format!("prefetched loop, tiles {rows}x{cols}, num_warps {w}");
+                let t = TileLoop {
+                    programs,
+                    n,
+                    rows,
+                    cols,
+                    drop: 0,
+                };
+                check_row_sums(&gpu, what, &kernel, x, &xs, t);
             }
         }
     }
@@ -1036,31 +1062,15 @@ fn async_copied_tile_loop() {
                 ),
             ];
             for (kernel, x) in cases {
-                let args = vec![x, HArg::poisoned(Elem::F32, programs * rows), HArg::I32(n as i32)];
-                let run = run_both(
-                    &gpu,
-                    format!("async-copied loop, tiles {rows}x{cols}, {drop} column(s) masked, num_warps {w}"),
-                    &kernel,
-                    [programs as u32, 1, 1],
-                    &args,
-                );
-                run.assert_same();
-                let expect: Vec<f32> = (0..programs * rows)
-                    .map(|r| {
-                        let (p, row) = (r / rows, r % rows);
-                        (0..n)
-                            .flat_map(|i| (0..cols - drop).map(move |c| ((p * n + i) * rows + row) * cols + c))
-                            .map(|j| xs[j])
-                            .sum()
-                    })
-                    .collect();
-                let got: Vec<f32> = run.gpu[1]
-                    .chunks(4)
-                    .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-                    .collect();
-                if got != expect {
-                    run.fail(&format!("row sums {got:?}, expected {expect:?}"));
-                }
+                let what = format!("async-copied loop, tiles {rows}x{cols}, {drop} column(s) masked, num_warps {w}");
+                let t = TileLoop {
+                    programs,
+                    n,
+                    rows,
+                    cols,
+                    drop,
+                };
+                check_row_sums(&gpu, what, &kernel, x, &xs, t);
             }
         }
     }

@@ -98,10 +98,23 @@ impl Emitter<'_> {
         let layout = self.asg.layout(l).clone();
         let addr = self.smem_addr(l, s.trailing_zeros(), base);
         let vw = smem_vec(&layout, s);
+        self.smem_load_at(dtype, &layout, addr, vw, |g| layout.reg_flat(g) * s)
+    }
+
+    /// Reads the registers of `layout` from shared memory, `vw` at a time: register `g` at
+    /// `[addr + offset(g)]`.
+    pub(super) fn smem_load_at(
+        &mut self,
+        dtype: DType,
+        layout: &Layout,
+        addr: Reg,
+        vw: usize,
+        offset: impl Fn(usize) -> usize,
+    ) -> Vec<Reg> {
         let t = mem_type(dtype);
         let mut out = Vec::with_capacity(layout.num_regs());
         for g in (0..layout.num_regs()).step_by(vw) {
-            let off = layout.reg_flat(g) * s;
+            let off = offset(g);
             let dst = self.regs_n(Self::mem_class(dtype), vw);
             let names: Vec<String> = dst.iter().map(|r| r.to_string()).collect();
             if vw == 1 {

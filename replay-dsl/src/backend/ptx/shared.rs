@@ -238,23 +238,15 @@ impl Emitter<'_> {
             vw /= 2;
         }
         let addr = self.buffer_addr(buffer, stage, l)?;
-        let t = mem_type(dtype);
-        let mut out = Vec::with_capacity(layout.num_regs());
-        for g in (0..layout.num_regs()).step_by(vw) {
-            let off = self.buffer_reg_offset(buffer, &layout, g);
-            let dst = self.regs_n(Self::mem_class(dtype), vw);
-            let names: Vec<String> = dst.iter().map(|r| r.to_string()).collect();
-            if vw == 1 {
-                emit!(self, "ld.shared.{t} {}, [{addr}+{off}]", names[0]);
-            } else {
-                emit!(self, "ld.shared.v{vw}.{t} {{{}}}, [{addr}+{off}]", names.join(", "));
-            }
-            for d in dst {
-                let v = self.reg_from_mem(d, dtype);
-                out.push(v);
-            }
-        }
-        Ok(out)
+        let strides = self.buffers[buffer].strides.clone();
+        let offset = |g: usize| {
+            strides
+                .iter()
+                .enumerate()
+                .map(|(d, s)| layout.reg_coord(g, d) * s)
+                .sum()
+        };
+        Ok(self.smem_load_at(dtype, &layout, addr, vw, offset))
     }
 }
 
