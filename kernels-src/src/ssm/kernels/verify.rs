@@ -49,7 +49,10 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 ///
 /// The heads run one after the other in a loop, each head's loads issued before its products;
 /// with `PREFETCH` (a tuning axis) each iteration first issues the next head's loads, so that
-/// they are in flight while this head's products run (two heads' tiles live: more registers).
+/// they are in flight while this head's products run (two heads' tiles live: more registers);
+/// with `ASYNC` (another, exclusive with it) the next head's checkpoint rows are copied into a
+/// two-stage shared buffer while this head computes, and read right before their product (no
+/// registers held for them in the meantime).
 ///
 /// The checkpoint is only read: the pre-flush of the committed records, when the row's flag
 /// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel.
