@@ -610,9 +610,10 @@ impl Emitter<'_> {
     }
 }
 
-/// Elements per shared-memory store when staging a 2-D tile held in `layout` (elements of `s`
-/// bytes, rows contiguous): the registers contiguous along the row, at most 16 bytes.
-fn stage_vector(layout: &Layout, s: usize) -> usize {
+/// Elements per shared-memory access of a 2-D tile held in `layout` (elements of `s` bytes,
+/// rows contiguous: a staging store, a shared buffer's read): the registers contiguous along
+/// the row, at most 16 bytes.
+pub(super) fn stage_vector(layout: &Layout, s: usize) -> usize {
     layout.contiguous_regs().min(16 / s).min(4)
 }
 

@@ -11,6 +11,7 @@
 //! `ld.shared` per vector of the layout its users want.
 
 use super::convert::{mem_bytes, mem_type};
+use super::mma::stage_vector;
 use super::regs::{Class, Reg};
 use super::Emitter;
 use crate::backend::assign::Assignment;
@@ -74,7 +75,7 @@ fn collect_uses(kernel: &Kernel, block: &Block, asg: &mut Assignment<'_>, uses: 
             Op::SharedRead { buffer, .. } => {
                 if let Some(l) = asg.natural(inst.results[0]) {
                     let s = mem_bytes(kernel.shared[*buffer].dtype);
-                    uses[*buffer].push((l, s * read_vector(asg.layout(l), s)));
+                    uses[*buffer].push((l, s * stage_vector(asg.layout(l), s)));
                 }
             }
             _ => {}
@@ -83,11 +84,6 @@ fn collect_uses(kernel: &Kernel, block: &Block, asg: &mut Assignment<'_>, uses: 
             collect_uses(kernel, b, asg, uses);
         }
     }
-}
-
-/// Elements per shared-memory access of a read in `l` (consecutive registers, ≤ 16 bytes).
-fn read_vector(l: &Layout, s: usize) -> usize {
-    l.contiguous_regs().min(16 / s).min(4)
 }
 
 /// The row pitch (elements) of a `[rows, cols]` tile of `s`-byte elements accessed in
@@ -232,7 +228,7 @@ impl Emitter<'_> {
         let dtype = self.ty(r).dtype;
         let s = mem_bytes(dtype);
         let layout = self.asg.layout(l).clone();
-        let mut vw = read_vector(&layout, s);
+        let mut vw = stage_vector(&layout, s);
         let row = self.buffers[buffer].strides.iter().rev().nth(1).copied().unwrap_or(0);
         while vw > 1 && !row.is_multiple_of(vw * s) {
             vw /= 2;
@@ -266,7 +262,7 @@ mod tests {
         // The A fragments of a [32, 128] × [128, 8] dot read from registers: 16-byte reads of
         // rows g = lane / 4, which share banks at a 512-byte pitch.
         let (a, _) = register_operands(32, 8, 128, 4).expect("a register plan");
-        let width = 4 * read_vector(&a, 4);
+        let width = 4 * stage_vector(&a, 4);
         let addrs = |pitch: usize| -> Vec<usize> {
             (0..32)
                 .map(|lane| (a.lane_coord(lane, 0) * pitch + a.lane_coord(lane, 1)) * 4)
