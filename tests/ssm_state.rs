@@ -585,7 +585,8 @@ fn tuner_in(
 #[test]
 fn replay_tuning_problems_run_on_the_interpreter() {
     use replay::ssm::tuning::{
-        tune_fold_tiles, tune_replay_tiles, tune_verify_window, tune_window, window_run_steps, TILE_SHORTLIST,
+        replay_shortlist, tune_fold_tiles, tune_replay_tiles, tune_verify_window, tune_window, window_run_steps,
+        TILE_SHORTLIST,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -593,8 +594,10 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     let mut tuner = tuner_in(&d, &dir, TuneMode::Force);
     let short = tune_replay_tiles(&mut tuner, &TUNE, 2, true, 3).unwrap();
     assert_eq!(short.source, TuneSource::Tuned);
-    assert!(short.points > TILE_SHORTLIST);
-    assert_eq!(short.tiles.len(), TILE_SHORTLIST);
+    // Batch 2 is latency-bound: twice the shortlist.
+    assert_eq!(replay_shortlist(2), 2 * TILE_SHORTLIST);
+    assert!(short.points > replay_shortlist(2));
+    assert_eq!(short.tiles.len(), replay_shortlist(2));
     // Flat rows: BV divides the group's 32 state rows (one head or both).
     assert!(short.tiles.iter().all(|t| [16, 32].contains(&t.bv) && t.hb == 1));
     let p = random_params(&mut Rng(32), TUNE);
@@ -639,7 +642,9 @@ fn replay_tuning_problems_run_on_the_interpreter() {
 /// alone (no new entry).
 #[test]
 fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
-    use replay::ssm::tuning::{accepted_drafts, plans, tune_replay_tiles, tune_verify_tiles, window_candidates};
+    use replay::ssm::tuning::{
+        accepted_drafts, plans, tune_replay_tiles, tune_verify_tiles, window_candidates, with_whole_flush_blocks,
+    };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
     let dir = std::env::temp_dir().join(format!("replay-ssm-plans-{}", std::process::id()));
@@ -671,10 +676,13 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     let short = tune_replay_tiles(&mut cached, &TUNE, batch, true, windows[0]).unwrap();
     assert_eq!(short.source, TuneSource::Cache);
     assert!(short.tiles.len() > 1);
+    // Batch 2 is latency-bound: the windows also time each tile with one whole flush block.
+    let timed = with_whole_flush_blocks(&short.tiles, batch, TUNE.dk);
+    assert!(timed.len() > short.tiles.len());
     assert!(windows.contains(&first.replay.window));
-    assert!(short.tiles.contains(&first.replay.step));
+    assert!(timed.contains(&first.replay.step));
     assert_eq!(first.replay.verify, first.replay.step);
-    assert_eq!(joint("replay window L and tiles"), windows.len() * short.tiles.len());
+    assert_eq!(joint("replay window L and tiles"), windows.len() * timed.len());
 
     let accepted = accepted_drafts(drafts);
     let (_, windows) = window_candidates(TUNE, drafts, 0.75 * drafts as f64);

@@ -23,11 +23,14 @@ const SHAPE: ModelShape = CPU_TEST;
 /// On `CPU_TEST` (whole heads per program) and on `STRADDLE` (programs straddling heads).
 #[test]
 fn fp32_decode_follows_the_recurrence() {
-    fp32_case(SHAPE, 4, 31);
-    fp32_case(STRADDLE, 4, 32);
+    fp32_case(SHAPE, 4, 4, 31);
+    fp32_case(STRADDLE, 4, 4, 32);
+    // The latency-bound batches' warp counts.
+    fp32_case(SHAPE, 4, 1, 33);
+    fp32_case(STRADDLE, 4, 2, 34);
 }
 
-fn fp32_case(shape: ModelShape, bv: usize, seed: u64) {
+fn fp32_case(shape: ModelShape, bv: usize, num_warps: u32, seed: u64) {
     let mut rng = Rng(seed);
     let (dev, s) = device();
     let batch = 4usize;
@@ -50,7 +53,7 @@ fn fp32_case(shape: ModelShape, bv: usize, seed: u64) {
             shape,
             gated,
             bv,
-            num_warps: 4,
+            num_warps,
         };
         let k = config.decode(&dev);
         let inputs: Vec<StepInput> = (0..batch).map(|_| random_input(&mut rng, shape, gated)).collect();

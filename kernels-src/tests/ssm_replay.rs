@@ -268,6 +268,34 @@ fn window_4_programs_straddle_heads() {
     });
 }
 
+/// The latency-bound batches' warp counts (1 and 2), over straddling programs with one flush
+/// block and over several flush blocks.
+#[test]
+fn one_and_two_warps() {
+    for (i, warps) in [1, 2].into_iter().enumerate() {
+        run(Case {
+            shape: ODD,
+            l: 4,
+            gated: i == 0,
+            bv: 4,
+            early: true,
+            fc: 32,
+            warps,
+            seed: 40 + i as u64,
+        });
+        run(Case {
+            shape: WIDE_KEYS,
+            l: 8,
+            gated: i == 1,
+            bv: 8,
+            early: i == 0,
+            fc: 16,
+            warps,
+            seed: 42 + i as u64,
+        });
+    }
+}
+
 #[test]
 fn window_4_flush_in_several_key_blocks() {
     run(Case {

@@ -32,6 +32,8 @@ struct Case {
     shared_weights: bool,
     /// The verification's `ASYNC`.
     async_copy: bool,
+    /// The decode step's `EARLY` (its checkpoint load before the counters).
+    early: bool,
     seed: u64,
 }
 
@@ -96,6 +98,7 @@ fn run(case: Case) {
         prefetch,
         shared_weights,
         async_copy,
+        early,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -133,6 +136,7 @@ fn run(case: Case) {
         prefetch,
         shared_weights,
         async_copy,
+        early,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
@@ -277,6 +281,7 @@ fn speculative_window_4_drafts_3() {
         prefetch: true,
         shared_weights: false,
         async_copy: false,
+        early: false,
         seed: 11,
     });
 }
@@ -297,6 +302,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         prefetch: false,
         shared_weights: true,
         async_copy: true,
+        early: false,
         seed: 12,
     });
 }
@@ -317,6 +323,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         prefetch: true,
         shared_weights: false,
         async_copy: false,
+        early: true,
         seed: 13,
     });
 }
@@ -459,6 +466,7 @@ fn every_tuning_point_matches_the_recurrence() {
             prefetch,
             shared_weights,
             async_copy,
+            early: i % 3 == 1,
             seed: 200 + i as u64,
         });
     }

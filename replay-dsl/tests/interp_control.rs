@@ -125,3 +125,55 @@ fn loops_with_zero_trips_steps_nesting_and_tuples() {
         assert_eq!(&got[3..], &t[..]);
     }
 }
+
+/// Control flow that constants decide — a loop of one trip, a loop of none, branches on
+/// constant conditions — is replaced by what runs (the `fold` pass), with the same results as
+/// the traced kernel; a loop with runtime bounds stays.
+#[test]
+fn constant_control_flow_is_folded_away() {
+    let block = 16usize;
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32), val("n", Elem::I32)];
+    let k = trace("decided", params, vec![], 4, |a| {
+        let x = Tile::<Ptr<f32>>::from_value(a[0]);
+        let out = Tile::<Ptr<f32>>::from_value(a[1]);
+        let n = Tile::<i32>::from_value(a[2]);
+        let offs = arange(block);
+        // One trip: i = 3, the carried tile read from row 3.
+        let once = for_range(range(3, 4), load(x + offs, true), |i, t| {
+            t + load(x + i * block + offs, true)
+        });
+        // No trip: the initial values.
+        let (never, count) = for_range(range(5, 5), (once, constant(7i32)), |_, (t, c)| (t * 100.0f32, c + 1));
+        let taken = constant(true).branch(never, |t| t * 2.0f32, |t| t - 1.0f32);
+        let (v, flag) = constant(false).branch((taken, constant(0i32)), |(t, _)| (-t, constant(1i32)), |s| s);
+        // Runtime bounds: a loop that stays.
+        let kept = for_range(range(0, n), v, |_, t| t + 1.0f32);
+        store(out + offs, kept + (flag + count).cast::<f32>() * 1000.0f32, true);
+    })
+    .unwrap();
+    let traced = k.to_string();
+    assert_eq!(
+        (traced.matches("for").count(), traced.matches(" if").count()),
+        (3, 2),
+        "{traced}"
+    );
+    let mut stages = vec![];
+    let folded = replay_dsl::passes::run_all(k.clone(), &mut stages).unwrap();
+    let ir = folded.to_string();
+    assert_eq!(ir.matches("for").count(), 1, "one loop should remain:\n{ir}");
+    assert!(!ir.contains(" if"), "no branch should remain:\n{ir}");
+    let mut rng = Rng::for_test("decided");
+    let x: Vec<f32> = rng.vec(4 * block, -3.0, 3.0);
+    let n = rng.int(1, 5) as i32;
+    for kernel in [&k, &folded] {
+        let mut mem = Memory::new();
+        let bx = mem.alloc(&x);
+        let bo = mem.alloc(&poison::<f32>(block));
+        run(kernel, [1, 1, 1], &[Arg::ptr(bx), Arg::ptr(bo), Arg::I32(n)], &mut mem).unwrap();
+        let got = mem.read::<f32>(bo);
+        for (j, g) in got.iter().enumerate() {
+            let want = (x[j] + x[3 * block + j]) * 2.0 + n as f32 + 7000.0;
+            assert_eq!(*g, want, "element {j}");
+        }
+    }
+}

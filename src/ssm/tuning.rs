@@ -164,6 +164,26 @@ fn flush_column_values(batch: usize) -> Vec<i64> {
     }
 }
 
+/// The replay step's shortlisted tiles for the window timing: at latency-bound batches each
+/// also with all `dk` key columns in one flush block (every load of the flush issued at once).
+/// The shortlist's single launches never flush there; the window's flush step does (H200,
+/// Nano B = 1: one block 0.957× the conventional step, blocks of 32 0.93×; Super prefers 32).
+pub fn with_whole_flush_blocks(tiles: &[Tiles], batch: usize, dk: usize) -> Vec<Tiles> {
+    let mut all = tiles.to_vec();
+    if batch <= LATENCY_BOUND_BATCH {
+        for t in tiles {
+            let whole = Tiles {
+                flush_columns: dk,
+                ..*t
+            };
+            if !all.contains(&whole) {
+                all.push(whole);
+            }
+        }
+    }
+    all
+}
+
 /// Batches up to this size are latency-bound, larger ones bandwidth-bound: they also try the
 /// replay step's early checkpoint load (`EARLY`, which elsewhere only costs registers) and
 /// keep its larger flush block (`FC`).
@@ -208,8 +228,17 @@ impl<C: replay_dsl::ConfigValues + 'static> OccupancyHints for SearchSpace<C> {
     }
 }
 
-/// Warps searched for the conventional kernel.
-const CONVENTIONAL_WARPS: [i64; 2] = [4, 8];
+/// Warps searched for the flat-row kernels (the conventional kernel and the replay step) at
+/// `batch`: 4 and 8, and at latency-bound batches also 1 and 2 (fewer cross-warp reductions
+/// on a launch's critical path; H200, Nano B = 1: the step at BV32 w2 0.98× the conventional
+/// step, at w4 0.92×).
+fn flat_row_warps(batch: usize) -> Vec<i64> {
+    if batch <= LATENCY_BOUND_BATCH {
+        vec![1, 2, 4, 8]
+    } else {
+        vec![4, 8]
+    }
+}
 
 /// Drafts accepted on average per verification of `drafts` drafts (¾ of them, at least 1): what
 /// the speculative plan is tuned for and what `bench-ssm` commits.
@@ -262,11 +291,22 @@ fn tiles_of(values: &Values) -> Tiles {
 /// ranking only shortlists.
 pub const TILE_SHORTLIST: usize = 4;
 
+/// Tile candidates of the replay step passed on at `batch`: twice [`TILE_SHORTLIST`] at
+/// latency-bound batches, whose launches of a few µs rank least reliably and whose windows
+/// are cheap to time.
+pub fn replay_shortlist(batch: usize) -> usize {
+    if batch <= LATENCY_BOUND_BATCH {
+        2 * TILE_SHORTLIST
+    } else {
+        TILE_SHORTLIST
+    }
+}
+
 /// The tiles a kernel-level tuning shortlisted.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shortlist {
-    /// Up to [`TILE_SHORTLIST`] tiles, the fastest single launch first (the default tiles
-    /// alone when tuning is off).
+    /// Up to [`TILE_SHORTLIST`] tiles (or as many as asked), the fastest single launch first
+    /// (the default tiles alone when tuning is off).
     pub tiles: Vec<Tiles>,
     /// Where the kernel-level timings came from.
     pub source: TuneSource,
@@ -275,9 +315,9 @@ pub struct Shortlist {
 }
 
 impl Shortlist {
-    fn of<C: replay_dsl::ConfigValues>(tuned: &Tuned<C>, points: usize) -> Shortlist {
+    fn of<C: replay_dsl::ConfigValues>(tuned: &Tuned<C>, points: usize, len: usize) -> Shortlist {
         let tiles = match &tuned.record {
-            Some(r) => r.fastest(TILE_SHORTLIST).into_iter().map(tiles_of).collect(),
+            Some(r) => r.fastest(len).into_iter().map(tiles_of).collect(),
             None => vec![tiles_of(&values_of(&tuned.config))],
         };
         Shortlist {
@@ -322,7 +362,7 @@ pub fn tune_conventional(
         gated,
     )
     .axis("BV", bv_values_conventional(shape))
-    .axis("num_warps", CONVENTIONAL_WARPS)
+    .axis("num_warps", flat_row_warps(batch))
     .occupancy_hints()
     .register_limit();
     let grid_shape = *shape;
@@ -336,7 +376,7 @@ pub fn tune_conventional(
     for (n, v) in shape_sizes(shape, batch, gated) {
         problem = problem.size(n, v);
     }
-    let points = bv_values_conventional(shape).len() * CONVENTIONAL_WARPS.len() * OCCUPANCY_HINTS;
+    let points = bv_values_conventional(shape).len() * flat_row_warps(batch).len() * OCCUPANCY_HINTS;
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
     Ok((tiles_of(&values_of(&t.config)), t.source, points))
 }
@@ -392,7 +432,7 @@ pub fn tune_replay_tiles(
         .axis("L", [window as i64])
         .axis("T", [0])
         .axis("BV", bv_values_step(shape))
-        .axis("num_warps", [4, 8])
+        .axis("num_warps", flat_row_warps(batch))
         .occupancy_hints()
         .axis("EARLY", early_values(batch))
         .axis("FC", flush_column_values(batch))
@@ -413,12 +453,12 @@ pub fn tune_replay_tiles(
     // `cycle`: the counters span the window (results tuned mid-window only are not reused).
     problem = problem.size("L", window as i64).size("cycle", 1);
     let points = bv_values_step(shape).len()
-        * 2
+        * flat_row_warps(batch).len()
         * OCCUPANCY_HINTS
         * early_values(batch).len()
         * flush_column_values(batch).len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
-    Ok(Shortlist::of(&t, points))
+    Ok(Shortlist::of(&t, points, replay_shortlist(batch)))
 }
 
 /// The [`Shortlist`] of tiles of the verification kernel for `drafts` drafts (`T = drafts`,
@@ -471,7 +511,7 @@ pub fn tune_verify_tiles(
     // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS.
     let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 12;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
-    Ok(Shortlist::of(&t, points))
+    Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
 }
 
 /// Tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks × FC`) at window
@@ -883,11 +923,12 @@ pub fn plans(
             note("conventional tiles", t.show(), s, n);
             let short = tune_replay_tiles(tuner, &shape, batch, gated, replay.window)?;
             note("replay tile shortlist", short.show(), short.source, short.points);
-            let c = tune_window(tuner, shape, params, batch, gated, &short.tiles, &cands)?;
+            let tiles = with_whole_flush_blocks(&short.tiles, batch, shape.dk);
+            let c = tune_window(tuner, shape, params, batch, gated, &tiles, &cands)?;
             replay.window = c.window;
             replay.step = c.tiles;
             replay.verify = c.tiles;
-            let (value, source, n) = joint_note(&c, l_star, &cands, short.tiles.len());
+            let (value, source, n) = joint_note(&c, l_star, &cands, tiles.len());
             note("replay window L and tiles", value, source, n);
             if verify_drafts > 0 {
                 let short = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, verify_drafts, accepted)?;
@@ -932,6 +973,36 @@ mod tests {
     /// Verification windows come with the largest window of the same record rows (Super,
     /// T = 8: 16 → 24, 25/38/51 → 56; 64 has 128 rows, whose 120 is past the limit);
     /// decoding windows are not widened. The rounded `L*` stays first.
+    /// Latency-bound batches time each shortlisted tile also with one whole flush block, once;
+    /// larger batches only the shortlist.
+    #[test]
+    fn small_batches_also_time_whole_flush_blocks() {
+        let shape = NEMOTRON3_SUPER_120B;
+        let plan = ReplayPlan::default_for(&shape, 16, 0).step;
+        let a = Tiles {
+            flush_columns: 32,
+            ..plan
+        };
+        let b = Tiles {
+            bv: 32,
+            flush_columns: 128,
+            ..plan
+        };
+        let small = with_whole_flush_blocks(&[a, b], 1, shape.dk);
+        assert_eq!(
+            small,
+            vec![
+                a,
+                b,
+                Tiles {
+                    flush_columns: 128,
+                    ..a
+                }
+            ]
+        );
+        assert_eq!(with_whole_flush_blocks(&[a, b], 256, shape.dk), vec![a, b]);
+    }
+
     #[test]
     fn verification_windows_include_the_widest_of_each_row_count() {
         let (star, c) = window_candidates(NEMOTRON3_SUPER_120B, 8, 6.0);

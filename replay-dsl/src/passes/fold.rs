@@ -1,12 +1,14 @@
 //! Constant folding and algebraic simplification.
 
 use crate::error::CompileError;
-use crate::ir::{BinaryOp, Block, CmpOp, Const, Kernel, Op, Rounding, UnaryOp, Value};
+use crate::ir::{BinaryOp, Block, CmpOp, Const, Inst, Kernel, Op, Rounding, UnaryOp, Value};
 use crate::types::{Elem, Ty};
 use std::collections::HashMap;
 
-/// Folds operations on constants into constants and removes identities (`x + 0`, `x * 1`,
-/// shape ops on constants).
+/// Folds operations on constants into constants, removes identities (`x + 0`, `x * 1`, shape
+/// ops on constants), and replaces control flow decided by constants with what runs: a loop of
+/// constant bounds that runs once by its body, one that never runs by its initial values, a
+/// branch on a constant by the block it takes.
 pub fn fold(kernel: &mut Kernel) -> Result<(), CompileError> {
     let mut consts: HashMap<Value, Const> = HashMap::new();
     let mut replace: HashMap<Value, Value> = HashMap::new();
@@ -16,11 +18,25 @@ pub fn fold(kernel: &mut Kernel) -> Result<(), CompileError> {
 }
 
 fn run(block: &mut Block, types: &[Ty], consts: &mut HashMap<Value, Const>, replace: &mut HashMap<Value, Value>) {
-    for inst in &mut block.insts {
+    for mut inst in std::mem::take(&mut block.insts) {
         inst.op.map_operands(|v| *replace.get(&v).unwrap_or(&v));
+        if let Some(taken) = decided_flow(&mut inst, consts, replace) {
+            if let Some(mut body) = taken {
+                run(&mut body, types, consts, replace);
+                if let Some(Inst { op: Op::Yield(out), .. }) = body.insts.pop() {
+                    for (r, v) in inst.results.iter().zip(out) {
+                        replace.insert(*r, v);
+                    }
+                }
+                block.insts.extend(body.insts);
+            }
+            continue;
+        }
         for b in inst.op.blocks_mut() {
             run(b, types, consts, replace);
         }
+        block.insts.push(inst);
+        let inst = block.insts.last_mut().expect("just pushed");
         if inst.results.len() != 1 {
             continue;
         }
@@ -40,6 +56,61 @@ fn run(block: &mut Block, types: &[Ty], consts: &mut HashMap<Value, Const>, repl
                 }
             }
         }
+    }
+}
+
+/// For a loop whose constant bounds make it run at most once, or a branch on a constant: the
+/// block that runs in its place (`Some(None)` when none does, the results then being the
+/// loop's initial values), its arguments bound in `replace`. `None` when `inst` is not such.
+fn decided_flow(
+    inst: &mut Inst,
+    consts: &HashMap<Value, Const>,
+    replace: &mut HashMap<Value, Value>,
+) -> Option<Option<Block>> {
+    let int = |v: &Value| match consts.get(v) {
+        Some(Const::Int(i)) => Some(*i),
+        _ => None,
+    };
+    match &mut inst.op {
+        Op::For {
+            lo,
+            hi,
+            step,
+            init,
+            body,
+        } => {
+            let (l, h, st) = (int(lo)?, int(hi)?, int(step)?);
+            if st <= 0 || h > l.saturating_add(st) {
+                return None;
+            }
+            if h <= l {
+                for (r, v) in inst.results.iter().zip(init.iter()) {
+                    replace.insert(*r, *v);
+                }
+                return Some(None);
+            }
+            let body = std::mem::take(body);
+            for (a, v) in body.args.iter().zip(std::iter::once(&*lo).chain(init.iter())) {
+                replace.insert(*a, *v);
+            }
+            Some(Some(Block {
+                args: vec![],
+                insts: body.insts,
+            }))
+        }
+        Op::If {
+            cond,
+            then_block,
+            else_block,
+        } => {
+            let taken = match consts.get(cond)? {
+                Const::Bool(true) => then_block,
+                Const::Bool(false) => else_block,
+                _ => return None,
+            };
+            Some(Some(std::mem::take(taken)))
+        }
+        _ => None,
     }
 }
 

@@ -146,11 +146,33 @@ pub fn mamba2_replay_step(
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
         let flush = load(mrow + 2, true) != 0;
-        // Tile row i holds record j = h - i (row 0: this step's record).
+        // Tile row i holds record h - i (row 0: this step's record, not in the ring yet; the
+        // window's records newest first), at ring position `pos`.
         let i = arange(nr);
-        let current = (i == 0).expand_dims(1);
+        let current = i == 0;
         let in_ring = (i <= h) & (i >= 1);
         let pos = (start + h - i + cap) % cap;
+        // The window's records: x of the rows [nr, BV], dt' of the head lanes [nr, lanes], the
+        // group's keys [nr, DK]. Loaded right after the counters; with EARLY each right before
+        // its first use (the checkpoint load is in flight already: measured faster at B = 1).
+        let kptr = |cols: Tile<i32>| ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + cols.expand_dims(0);
+        let ring_mask = in_ring.expand_dims(1);
+        let ring_x_of = || {
+            load(
+                ring_x + (pos * (HEADS * DV)).expand_dims(1) + r.expand_dims(0),
+                ring_mask,
+            )
+            .cast::<f32>()
+        };
+        let ring_dt_of = || {
+            load(
+                ring_dt + (pos * HEADS + head0).expand_dims(1) + hh.expand_dims(0),
+                ring_mask & hmask.expand_dims(0),
+            )
+        };
+        let ring_k_of = || load(kptr(kk), ring_mask).cast::<f32>();
+        let ahead = (!EARLY).then(|| (ring_x_of(), ring_dt_of(), ring_k_of()));
+        let current = current.expand_dims(1);
         let pos_cur = (start + h) % cap;
 
         // Per head lane (columns): dt' of every record, newest first (0 past the window); the
@@ -158,10 +180,7 @@ pub fn mamba2_replay_step(
         // rows above; γ = γ_{0:h}.
         let a_h = load(a + heads, hmask);
         let dt_cur = softplus(load(dt + row * HEADS + heads, hmask).cast::<f32>() + load(dt_bias + heads, hmask));
-        let dt_ring = load(
-            ring_dt + (pos * HEADS + head0).expand_dims(1) + hh.expand_dims(0),
-            in_ring.expand_dims(1) & hmask.expand_dims(0),
-        );
+        let dt_ring = ahead.map_or_else(ring_dt_of, |(_, dt, _)| dt);
         let dt_rec = select(current, dt_cur.expand_dims(0), dt_ring);
         let w = exp(a_h.expand_dims(0) * cumsum_exclusive(dt_rec, 0)) * dt_rec;
         let gamma = by_row(exp(a_h * sum(dt_rec, 0)));
@@ -170,11 +189,10 @@ pub fn mamba2_replay_step(
         // The group's keys (ring and this step's B) and query, and k_j · q once per program.
         let q = load(cmat + (row * GROUPS + g) * DK + kk, true);
         let k_cur = load(bmat + (row * GROUPS + g) * DK + kk, true);
-        let kptr = |cols: Tile<i32>| ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + cols.expand_dims(0);
-        let k_ring = load(kptr(kk), in_ring.expand_dims(1));
-        let keys = select(current, k_cur.expand_dims(0), k_ring);
+        let k_ring = ahead.map_or_else(ring_k_of, |(_, _, k)| k);
+        let keys = select(current, k_cur.cast::<f32>().expand_dims(0), k_ring);
         let qf = q.cast::<f32>();
-        let kq = sum(keys.cast::<f32>() * qf.expand_dims(0), 1);
+        let kq = sum(keys * qf.expand_dims(0), 1);
 
         // This step's x of the rows, [BV], and the records' x, [nr, BV] (contiguous rows).
         let xoff = row * (HEADS * DV) + r;
@@ -187,17 +205,14 @@ pub fn mamba2_replay_step(
                 y
             }
         };
-        let x_ring = load(
-            ring_x + (pos * (HEADS * DV)).expand_dims(1) + r.expand_dims(0),
-            in_ring.expand_dims(1),
-        );
+        let x_ring = ahead.map_or_else(ring_x_of, |(x, _, _)| x);
 
         if !flush {
             // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x: every load of the step is issued
             // before the first reduction.
             let s = early.unwrap_or_else(load_state);
             let coef = w * kq.expand_dims(1); // [nr, lanes]; row 0 is this step's record
-            let y_ring = sum(x_ring.cast::<f32>() * by_row(coef), 0);
+            let y_ring = sum(x_ring * by_row(coef), 0);
             let sq = sum(s * qf.expand_dims(0), 1);
             let coef_cur = by_row(sum(select(current, coef, 0.0), 0));
             let y = gamma * sq + y_ring + (coef_cur + d_r) * x_cur;
@@ -220,13 +235,13 @@ pub fn mamba2_replay_step(
             // at Super B = 256).
             let fc = DK.min(FC);
             let ccols = arange(fc);
-            let xs = select(current, x_cur.expand_dims(0), x_ring.cast::<f32>());
+            let xs = select(current, x_cur.expand_dims(0), x_ring);
             let wx = (xs * by_row(w)).trans();
             let mut sq = zeros::<f32>([BV]);
             for c in range(0, DK / fc) {
                 let kc = c * fc + ccols;
                 let k_now = load(bmat + (row * GROUPS + g) * DK + kc, true);
-                let k_c = select(current, k_now.expand_dims(0), load(kptr(kc), in_ring.expand_dims(1)));
+                let k_c = select(current, k_now.expand_dims(0), load(kptr(kc), ring_mask));
                 let q_c = load(cmat + (row * GROUPS + g) * DK + kc, true).cast::<f32>();
                 let sptr = srow + kc.expand_dims(0);
                 let upd = dot_acc_in(
