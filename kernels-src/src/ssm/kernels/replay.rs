@@ -50,9 +50,11 @@ pub const fn head_lanes(bv: usize, dv: usize) -> usize {
 ///   step), by [`super::commit::advance_counters`] — what [`super::commit::mamba2_commit`]
 ///   computes after a decode step, so a decode step is this one launch. The caller swaps the
 ///   two counter buffers after the launch; `meta_out` must not alias `meta`.
-/// - `EARLY` issues the non-flush checkpoint load right after the slot, before the counters
+/// - The window's records (`x`, `dt'`, keys) are loaded together right after the counters.
+///   `EARLY` issues the non-flush checkpoint load right after the slot, before the counters
 ///   (for latency-bound small batches: one dependent memory access less; flush rows then read
-///   it for nothing, and its registers are held longer). The tuner decides.
+///   it for nothing, and its registers are held longer), and then loads each record tile right
+///   before its first use (measured faster at B = 1 than all at once). The tuner decides.
 /// - Padding rows (slot 0) do nothing.
 ///
 /// Contract: the flag is [`super::initial_flush_flag`]`(h, 0, L)` as the previous launch set it

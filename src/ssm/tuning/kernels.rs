@@ -1,0 +1,250 @@
+//! Kernel-level tuning of the decode kernels: single launches over each kernel's search space
+//! ([`super::space`]) on generated inputs whose counters spread the rows over the states of a
+//! window or of a verification cycle, flushes included.
+
+use super::space::{
+    bv_values_conventional, bv_values_replay, bv_values_step, early_values, fixed_axes, flat_row_warps,
+    flush_column_values, replay_shortlist, shape_axes, shape_sizes, tiles_of, verify_hb_values, OccupancyHints,
+    Shortlist, OCCUPANCY_HINTS, TILE_SHORTLIST,
+};
+use super::Result;
+use crate::ssm::state::{flat_row_grid, head_block_grid, Tiles};
+use replay_dsl::KernelDef;
+use replay_kernels::ssm::kernels::decode::mamba2_decode;
+use replay_kernels::ssm::kernels::fold::mamba2_fold;
+use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
+use replay_kernels::ssm::kernels::verify::mamba2_verify;
+use replay_kernels::ssm::shapes::ModelShape;
+use replay_runtime::tune::space::values_of;
+use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace, TuneSource};
+
+pub(super) fn param_fills(batch: usize) -> Vec<(&'static str, Fill)> {
+    vec![
+        ("a", Fill::Uniform(-8.0, -0.5)),
+        ("dt_bias", Fill::Uniform(-4.0, -1.0)),
+        ("slot_idx", Fill::Values((1..=batch).map(|s| s as f64).collect())),
+    ]
+}
+
+/// The record ring's `dt'`: softplus outputs (positive, as the kernels write them). The
+/// default fill, uniform in ±1, would put negative `dt'` in the ring, whose decays then grow
+/// without bound and make correct tilings disagree (the tuner compares every candidate's
+/// outputs with the first one's).
+pub(super) fn ring_fills() -> Vec<(&'static str, Fill)> {
+    vec![("rec_dt", Fill::Uniform(0.01, 0.7))]
+}
+
+/// Tiles of the conventional kernel (`BV × num_warps`).
+pub fn tune_conventional(
+    tuner: &mut Autotuner,
+    shape: &ModelShape,
+    batch: usize,
+    gated: bool,
+) -> Result<(Tiles, TuneSource, usize)> {
+    let space = fixed_axes(
+        SearchSpace::<<mamba2_decode::Kernel as KernelDef>::Config>::new(),
+        shape,
+        gated,
+    )
+    .axis("BV", bv_values_conventional(shape))
+    .axis("num_warps", flat_row_warps(batch))
+    .occupancy_hints()
+    .register_limit();
+    let grid_shape = *shape;
+    let mut problem =
+        Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| flat_row_grid(&grid_shape, batch, c.BV))
+            .scalar("batch", batch as i32)
+            .scalar("slots", batch as i32 + 1);
+    for (n, f) in param_fills(batch) {
+        problem = problem.fill(n, f);
+    }
+    for (n, v) in shape_sizes(shape, batch, gated) {
+        problem = problem.size(n, v);
+    }
+    let points = bv_values_conventional(shape).len() * flat_row_warps(batch).len() * OCCUPANCY_HINTS;
+    let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
+    Ok((tiles_of(&values_of(&t.config)), t.source, points))
+}
+
+/// Counters `(start, h, flush, ·)` spreading the slots over `(h, flush)` states (repeated over
+/// the slots), so that one tuning launch does the work of one launch of the cycle averaged.
+pub(super) fn cycle_meta(states: impl IntoIterator<Item = (usize, bool)>) -> Fill {
+    Fill::Values(
+        states
+            .into_iter()
+            .flat_map(|(h, flush)| [0.0, h as f64, flush as u8 as f64, 0.0])
+            .collect(),
+    )
+}
+
+/// The states of the decode steps of one window of `window`: `h = 0 .. L − 1`, the last one
+/// flushing (`h + 1 ≥ L`).
+pub(super) fn window_states(window: usize) -> Vec<(usize, bool)> {
+    (0..window).map(|h| (h, h + 1 >= window)).collect()
+}
+
+/// The states of the verifications of `drafts` drafts, `accepted` accepted, at window `window`
+/// in steady state (what `verify` + `commit` cycle through): `h = a, 2a, …` up to the first
+/// `h` with `h + T > L`, which flushes (and the next verification starts from `h = a`).
+pub(super) fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, bool)> {
+    let a = accepted.max(1);
+    let mut states = Vec::new();
+    let mut h = a;
+    loop {
+        let flush = h + drafts > window;
+        states.push((h, flush));
+        if flush {
+            return states;
+        }
+        h += a;
+    }
+}
+
+/// The [`Shortlist`] of tiles of the replay step (`BV × num_warps × min_blocks × EARLY × FC`) at window
+/// `window`, timed on rows spread over the `L` steps of a window (one in `L` flushing), as the
+/// window runs them.
+/// The counters a step reads (`meta`) never change between the timed launches; the counters it
+/// writes (`meta_out`, one line per row) go to a buffer of their own, for a next decode step.
+pub fn tune_replay_tiles(
+    tuner: &mut Autotuner,
+    shape: &ModelShape,
+    batch: usize,
+    gated: bool,
+    window: usize,
+) -> Result<Shortlist> {
+    type C = <mamba2_replay_step::Kernel as KernelDef>::Config;
+    let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
+        .axis("L", [window as i64])
+        .axis("T", [0])
+        .axis("BV", bv_values_step(shape))
+        .axis("num_warps", flat_row_warps(batch))
+        .occupancy_hints()
+        .axis("EARLY", early_values(batch))
+        .axis("FC", flush_column_values(batch))
+        .register_limit();
+    let grid_shape = *shape;
+    let mut problem = Problem::new(move |c: &C| flat_row_grid(&grid_shape, batch, c.BV))
+        .scalar("batch", batch as i32)
+        .scalar("slots", batch as i32 + 1)
+        .scalar("next_drafts", 0)
+        .fill("meta", cycle_meta(window_states(window)))
+        .fill("meta_out", Fill::Constant(0.0));
+    for (n, f) in param_fills(batch).into_iter().chain(ring_fills()) {
+        problem = problem.fill(n, f);
+    }
+    for (n, v) in shape_sizes(shape, batch, gated) {
+        problem = problem.size(n, v);
+    }
+    // `cycle`: the counters span the window (results tuned mid-window only are not reused).
+    problem = problem.size("L", window as i64).size("cycle", 1);
+    let points = bv_values_step(shape).len()
+        * flat_row_warps(batch).len()
+        * OCCUPANCY_HINTS
+        * early_values(batch).len()
+        * flush_column_values(batch).len();
+    let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
+    Ok(Shortlist::of(&t, points, replay_shortlist(batch)))
+}
+
+/// The [`Shortlist`] of tiles of the verification kernel for `drafts` drafts (`T = drafts`,
+/// each verification carrying all of them) at window `window`, timed on rows spread over the
+/// states of the verify–commit cycle with `accepted` drafts accepted each time (flushes
+/// included).
+#[allow(clippy::too_many_arguments)]
+pub fn tune_verify_tiles(
+    tuner: &mut Autotuner,
+    shape: &ModelShape,
+    batch: usize,
+    gated: bool,
+    window: usize,
+    drafts: usize,
+    accepted: usize,
+) -> Result<Shortlist> {
+    type C = <mamba2_verify::Kernel as KernelDef>::Config;
+    let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
+        .axis("L", [window as i64])
+        .axis("T", [drafts as i64])
+        .axis("BV", bv_values_replay(shape))
+        .axis("HB", verify_hb_values(shape))
+        .axis("num_warps", [4, 8])
+        .occupancy_hints()
+        .axis("PREFETCH", [0, 1])
+        .axis("SHARED_WEIGHTS", [0, 1])
+        .axis("ASYNC", [0, 1])
+        .constraint(
+            "the next head's checkpoint rows either prefetched or copied",
+            |c: &C, _| !(c.PREFETCH && c.ASYNC),
+        )
+        .register_limit();
+    let grid_shape = *shape;
+    let mut problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
+        .scalar("batch", batch as i32)
+        .scalar("slots", batch as i32 + 1)
+        .scalar("n_drafts", drafts as i32)
+        .fill("meta", cycle_meta(verify_states(window, drafts, accepted)));
+    for (n, f) in param_fills(batch).into_iter().chain(ring_fills()) {
+        problem = problem.fill(n, f);
+    }
+    for (n, v) in shape_sizes(shape, batch, gated) {
+        problem = problem.size(n, v);
+    }
+    problem = problem
+        .size("L", window as i64)
+        .size("T", drafts as i64)
+        .size("accepted", accepted as i64)
+        .size("cycle", 1);
+    // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS.
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 12;
+    let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
+    Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
+}
+
+/// Tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks × FC`) at window
+/// `window`, timed on rows spread over the verifications of a cycle (one in its length folding
+/// the `h` records of the flushing verification, `h + T > L`; the others idle), as a cycle of
+/// launches runs it: an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a
+/// flushing one ~0.93 ms. Its tiles do not change the verification's.
+pub fn tune_fold_tiles(
+    tuner: &mut Autotuner,
+    shape: &ModelShape,
+    batch: usize,
+    window: usize,
+    drafts: usize,
+    accepted: usize,
+) -> Result<(Tiles, TuneSource, usize)> {
+    type C = <mamba2_fold::Kernel as KernelDef>::Config;
+    let space = shape_axes(SearchSpace::<C>::new(), shape)
+        .axis("L", [window as i64])
+        .axis("T", [drafts as i64])
+        .axis("BV", bv_values_replay(shape))
+        .axis("HB", verify_hb_values(shape))
+        .axis("num_warps", [4, 8])
+        .occupancy_hints()
+        .axis("FC", [16, 32, 64, 128])
+        .register_limit();
+    let cycle = verify_states(window, drafts, accepted);
+    let grid_shape = *shape;
+    let mut problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
+        .scalar("batch", batch as i32)
+        .scalar("slots", batch as i32 + 1)
+        .fill("meta", cycle_meta(cycle));
+    // The fold reads A and the slots, not dt_bias.
+    for (n, f) in param_fills(batch)
+        .into_iter()
+        .chain(ring_fills())
+        .filter(|(n, _)| *n != "dt_bias")
+    {
+        problem = problem.fill(n, f);
+    }
+    for (n, v) in shape_sizes(shape, batch, false) {
+        problem = problem.size(n, v);
+    }
+    problem = problem
+        .size("L", window as i64)
+        .size("T", drafts as i64)
+        .size("accepted", accepted as i64);
+    // × num_warps, FC.
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 8;
+    let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;
+    Ok((tiles_of(&values_of(&t.config)), t.source, points))
+}

@@ -1,0 +1,260 @@
+//! The decode kernels' search spaces: each axis's values per shape and batch, the occupancy
+//! hints, and the shortlist a kernel-level tuning passes on to whole-window timing.
+
+use crate::ssm::state::{Tiles, DEFAULT_FLUSH_COLUMNS};
+use replay_kernels::ssm::shapes::ModelShape;
+use replay_runtime::tune::space::{value_of, values_of};
+use replay_runtime::tune::{PruneContext, SearchSpace, TuneSource, Tuned, Values};
+
+pub(super) fn shape_sizes(shape: &ModelShape, batch: usize, gated: bool) -> Vec<(&'static str, i64)> {
+    vec![
+        ("batch", batch as i64),
+        ("heads", shape.heads as i64),
+        ("groups", shape.groups as i64),
+        ("dv", shape.dv as i64),
+        ("dk", shape.dk as i64),
+        ("gated", gated as i64),
+    ]
+}
+
+pub(super) fn bv_values(shape: &ModelShape) -> Vec<i64> {
+    let top = shape.dv.next_power_of_two() as i64;
+    [8, 16, 32, 64].into_iter().filter(|&b| b <= top).collect()
+}
+
+/// `BV` of the conventional kernels: the values of [`bv_values`] dividing the state rows of a
+/// group (`heads/groups · dv`), as their flat row tiling requires.
+pub(super) fn bv_values_conventional(shape: &ModelShape) -> Vec<i64> {
+    let group_rows = (shape.heads_per_group() * shape.dv) as i64;
+    bv_values(shape).into_iter().filter(|&b| group_rows % b == 0).collect()
+}
+
+/// `BV` of the verification kernels (their record tiles make `BV = 8` pointless).
+pub(super) fn bv_values_replay(shape: &ModelShape) -> Vec<i64> {
+    bv_values(shape).into_iter().filter(|&b| b >= 16).collect()
+}
+
+/// `BV` of the replay step, flat rows like the conventional kernels: 16 to 128 rows (up to
+/// two heads of 64) dividing the state rows of a group.
+pub(super) fn bv_values_step(shape: &ModelShape) -> Vec<i64> {
+    let group_rows = (shape.heads_per_group() * shape.dv) as i64;
+    [16, 32, 64, 128].into_iter().filter(|&b| group_rows % b == 0).collect()
+}
+
+/// Key columns per flush block of the replay step searched (`FC`) at `batch`: ptxas allocates
+/// registers for the larger of the step's two branches, and the fold's block sets its branch's
+/// count (tile by tile, either value can be the smaller one). Small batches keep the larger
+/// block: their flush step is a latency chain, one fold per block, and the single-launch
+/// shortlist never times it (its rows are all non-flush).
+pub(super) fn flush_column_values(batch: usize) -> Vec<i64> {
+    if batch <= LATENCY_BOUND_BATCH {
+        vec![DEFAULT_FLUSH_COLUMNS as i64]
+    } else {
+        vec![16, DEFAULT_FLUSH_COLUMNS as i64]
+    }
+}
+
+/// The replay step's shortlisted tiles for the window timing: at latency-bound batches each
+/// also with all `dk` key columns in one flush block (every load of the flush issued at once).
+/// The shortlist's single launches never flush there; the window's flush step does (H200,
+/// Nano B = 1: one block 0.957× the conventional step, blocks of 32 0.93×; Super prefers 32).
+pub fn with_whole_flush_blocks(tiles: &[Tiles], batch: usize, dk: usize) -> Vec<Tiles> {
+    let mut all = tiles.to_vec();
+    if batch <= LATENCY_BOUND_BATCH {
+        for t in tiles {
+            let whole = Tiles {
+                flush_columns: dk,
+                ..*t
+            };
+            if !all.contains(&whole) {
+                all.push(whole);
+            }
+        }
+    }
+    all
+}
+
+/// Batches up to this size are latency-bound, larger ones bandwidth-bound: they also try the
+/// replay step's early checkpoint load (`EARLY`, which elsewhere only costs registers) and
+/// keep its larger flush block (`FC`).
+pub(super) const LATENCY_BOUND_BATCH: usize = 16;
+
+/// `EARLY` values searched at `batch`.
+pub(super) fn early_values(batch: usize) -> Vec<i64> {
+    if batch <= LATENCY_BOUND_BATCH {
+        vec![0, 1]
+    } else {
+        vec![0]
+    }
+}
+
+/// Occupancy hints on the `min_blocks` axis: ptxas caps the registers to fit that many
+/// programs per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`].
+/// [`useful_occupancy_hint`] keeps two per warp count ([`OCCUPANCY_HINTS`]), which keeps a
+/// tuning run of both models and five batches within minutes (each point is a module load and
+/// a timing).
+pub(super) const MIN_BLOCKS: [i64; 3] = [1, 2, 4];
+
+/// The `min_blocks` values kept per warp count: none, and the one capping registers at 128.
+pub(super) const OCCUPANCY_HINTS: usize = 2;
+
+/// Keeps the occupancy hints that change something: none (`min_blocks = 1`), or as many
+/// programs as make 16 warps per SM, which caps ptxas at 128 registers per thread (4 programs
+/// of 4 warps, 2 of 8; 2 programs of 4 warps would allow all 255).
+pub(super) fn useful_occupancy_hint<C: replay_dsl::ConfigValues>(c: &C, _: &PruneContext<'_>) -> bool {
+    let get = |name| value_of(c, name).unwrap_or(1);
+    get("min_blocks") == 1 || get("min_blocks") * get("num_warps") == 16
+}
+
+/// The `min_blocks` axis of a search space, its useless hints pruned.
+pub(super) trait OccupancyHints {
+    /// Adds the axis ([`MIN_BLOCKS`]) and [`useful_occupancy_hint`].
+    fn occupancy_hints(self) -> Self;
+}
+
+impl<C: replay_dsl::ConfigValues + 'static> OccupancyHints for SearchSpace<C> {
+    fn occupancy_hints(self) -> Self {
+        self.axis("min_blocks", MIN_BLOCKS)
+            .constraint("useful occupancy hint", useful_occupancy_hint)
+    }
+}
+
+/// Warps searched for the flat-row kernels (the conventional kernel and the replay step) at
+/// `batch`: 4 and 8, and at latency-bound batches also 1 and 2 (fewer cross-warp reductions
+/// on a launch's critical path; H200, Nano B = 1: the step at BV32 w2 0.98× the conventional
+/// step, at w4 0.92×).
+pub(super) fn flat_row_warps(batch: usize) -> Vec<i64> {
+    if batch <= LATENCY_BOUND_BATCH {
+        vec![1, 2, 4, 8]
+    } else {
+        vec![4, 8]
+    }
+}
+
+/// Heads per verification program: every divisor of the heads per group (a program loops over
+/// its heads, so any divisor works; more heads share the group's keys and `Kᵀ Q`, fewer make
+/// more programs for small batches).
+pub(super) fn verify_hb_values(shape: &ModelShape) -> Vec<i64> {
+    let hpg = shape.heads_per_group() as i64;
+    (1..=hpg).filter(|h| hpg % h == 0).collect()
+}
+
+/// The shape's constexprs (`HEADS`, `GROUPS`, `DK`, `DV`) as one-value axes.
+pub(super) fn shape_axes<C: replay_dsl::ConfigValues>(space: SearchSpace<C>, shape: &ModelShape) -> SearchSpace<C> {
+    space
+        .axis("HEADS", [shape.heads as i64])
+        .axis("GROUPS", [shape.groups as i64])
+        .axis("DK", [shape.dk as i64])
+        .axis("DV", [shape.dv as i64])
+}
+
+/// [`shape_axes`] and the gate (`HAS_Z`).
+pub(super) fn fixed_axes<C: replay_dsl::ConfigValues>(
+    space: SearchSpace<C>,
+    shape: &ModelShape,
+    gated: bool,
+) -> SearchSpace<C> {
+    shape_axes(space, shape).axis("HAS_Z", [gated as i64])
+}
+
+/// The tiles named in a kernel configuration's or a window candidate's values.
+pub(super) fn tiles_of(values: &Values) -> Tiles {
+    let get = |name: &str, default: i64| values.get(name).copied().unwrap_or(default);
+    Tiles {
+        bv: get("BV", 32) as usize,
+        hb: get("HB", 1) as usize,
+        num_warps: get("num_warps", 4) as u32,
+        min_blocks: get("min_blocks", 1) as u32,
+        early: get("EARLY", 0) != 0,
+        prefetch: get("PREFETCH", 0) != 0,
+        shared_weights: get("SHARED_WEIGHTS", 1) != 0,
+        flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
+        async_copy: get("ASYNC", 0) != 0,
+    }
+}
+
+/// Tile candidates a kernel-level tuning passes on to the whole-window timing, which chooses
+/// among them jointly with the window `L` ([`super::tune_window`],
+/// [`super::tune_verify_window`]): a single launch times the counter states its rows hold —
+/// at small batches not every state of a window, flushes included — and near-equal
+/// candidates swap places from run to run, so its ranking only shortlists.
+pub const TILE_SHORTLIST: usize = 4;
+
+/// Tile candidates of the replay step passed on at `batch`: twice [`TILE_SHORTLIST`] at
+/// latency-bound batches, whose launches of a few µs rank least reliably and whose windows
+/// are cheap to time.
+pub fn replay_shortlist(batch: usize) -> usize {
+    if batch <= LATENCY_BOUND_BATCH {
+        2 * TILE_SHORTLIST
+    } else {
+        TILE_SHORTLIST
+    }
+}
+
+/// The tiles a kernel-level tuning shortlisted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shortlist {
+    /// Up to [`TILE_SHORTLIST`] tiles (or as many as asked), the fastest single launch first
+    /// (the default tiles alone when tuning is off).
+    pub tiles: Vec<Tiles>,
+    /// Where the kernel-level timings came from.
+    pub source: TuneSource,
+    /// Points of the search space.
+    pub points: usize,
+}
+
+impl Shortlist {
+    pub(super) fn of<C: replay_dsl::ConfigValues>(tuned: &Tuned<C>, points: usize, len: usize) -> Shortlist {
+        let tiles = match &tuned.record {
+            Some(r) => r.fastest(len).into_iter().map(tiles_of).collect(),
+            None => vec![tiles_of(&values_of(&tuned.config))],
+        };
+        Shortlist {
+            tiles,
+            source: tuned.source,
+            points,
+        }
+    }
+
+    /// The tiles, `; `-separated.
+    pub fn show(&self) -> String {
+        self.tiles.iter().map(Tiles::show).collect::<Vec<_>>().join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ssm::state::ReplayPlan;
+    use replay_kernels::ssm::shapes::NEMOTRON3_SUPER_120B;
+
+    /// Latency-bound batches time each shortlisted tile also with one whole flush block, once;
+    /// larger batches only the shortlist.
+    #[test]
+    fn small_batches_also_time_whole_flush_blocks() {
+        let shape = NEMOTRON3_SUPER_120B;
+        let plan = ReplayPlan::default_for(&shape, 16, 0).step;
+        let a = Tiles {
+            flush_columns: 32,
+            ..plan
+        };
+        let b = Tiles {
+            bv: 32,
+            flush_columns: 128,
+            ..plan
+        };
+        let small = with_whole_flush_blocks(&[a, b], 1, shape.dk);
+        assert_eq!(
+            small,
+            vec![
+                a,
+                b,
+                Tiles {
+                    flush_columns: 128,
+                    ..a
+                }
+            ]
+        );
+        assert_eq!(with_whole_flush_blocks(&[a, b], 256, shape.dk), vec![a, b]);
+    }
+}

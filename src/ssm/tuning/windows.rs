@@ -1,0 +1,394 @@
+//! Whole-window timing: the window candidates around the traffic model's `L*`, runners that
+//! capture one window of decode steps (or a run of verification cycles) as one graph, and the
+//! window `L` and tiles chosen together by timing them.
+
+use super::space::{shape_sizes, tiles_of};
+use super::Result;
+use crate::ssm::state::{DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles};
+use replay_dsl::KernelDef;
+use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::record_rows;
+use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
+use replay_kernels::ssm::kernels::verify::{mamba2_verify, MIN_DRAFT_COLUMNS};
+use replay_kernels::ssm::reference::Mamba2Params;
+use replay_kernels::ssm::shapes::ModelShape;
+use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
+use replay_runtime::tune::{Autotuner, Scheme, TuneSource, Values};
+use replay_runtime::{Backend, Graph, Stream};
+
+/// The traffic model of one layer of `shape` at `batch` with an fp32 state and our records.
+pub fn traffic(shape: ModelShape, batch: usize) -> TrafficModel {
+    TrafficModel {
+        shape: ModelShape { layers: 1, ..shape },
+        batch,
+        state_elem_bytes: 4.0,
+        layout: RecordLayout::KeyPerGroup,
+    }
+}
+
+/// `L*` for standard decoding (`ā = T = 1`) or for verifying `drafts` drafts with `accepted`
+/// accepted on average, and the candidates searched: `L*·{½, ¾, 1, 4/3, 2}` and 16, rounded,
+/// at least `max(T, 2)` and at most 64; for verification also, for each, the largest window
+/// with the same record rows (`record_rows(L + tq)`, `tq` the padded draft columns): the
+/// verification works on all its record rows whatever `h`, so that window costs the same per
+/// non-flush verification and flushes less often.
+pub fn window_candidates(shape: ModelShape, drafts: usize, accepted: f64) -> (f64, Vec<usize>) {
+    let t = traffic(shape, 1);
+    let star = if drafts == 0 {
+        t.best_window(1.0, 1.0)
+    } else {
+        t.best_window(accepted, drafts as f64)
+    };
+    let lo = drafts.max(2);
+    let mut c: Vec<usize> = [0.5, 0.75, 1.0, 4.0 / 3.0, 2.0]
+        .iter()
+        .map(|f| (star * f).round() as usize)
+        .chain([16])
+        .map(|l| l.clamp(lo, 64))
+        .collect();
+    if drafts > 0 {
+        let tq = drafts.next_power_of_two().max(MIN_DRAFT_COLUMNS);
+        let widest: Vec<usize> = c.iter().map(|&l| record_rows(l + tq) - tq).collect();
+        c.extend(widest.into_iter().filter(|l| (lo..=64).contains(l)));
+    }
+    c.sort_unstable();
+    c.dedup();
+    // The rounded L* first: it is the default when tuning is off.
+    let best = (star.round() as usize).clamp(lo, 64);
+    c.retain(|&l| l != best);
+    c.insert(0, best);
+    (star, c)
+}
+
+/// Drafts accepted on average per verification of `drafts` drafts (¾ of them, at least 1): what
+/// the speculative plan is tuned for and what `bench-ssm` commits.
+pub fn accepted_drafts(drafts: usize) -> usize {
+    ((0.75 * drafts as f64).round() as usize).max(1)
+}
+
+/// Decode steps per run of a [`WindowRunner`] at window `window`: one window, or two when
+/// `window` is odd (a replay graph captures an even number of steps, see
+/// [`Mamba2ReplayState`]). Every step is one launch.
+pub fn window_run_steps(window: usize) -> usize {
+    if window.is_multiple_of(2) {
+        window
+    } else {
+        2 * window
+    }
+}
+
+/// A replay state with every row live, its step buffers and (on a GPU) a graph of one whole
+/// window of `L` steps (`L − 1` non-flush steps and one flush, `L` launches), or of two
+/// windows when `L` is odd ([`window_run_steps`]).
+pub struct WindowRunner {
+    /// The state.
+    pub state: Mamba2ReplayState,
+    /// The step buffers (random inputs).
+    pub io: StepIo,
+    graph: Option<Graph>,
+    steps: usize,
+}
+
+impl WindowRunner {
+    /// Builds the state for `plan`, fills every row and captures the window on a GPU.
+    pub fn new(
+        stream: &Stream,
+        shape: ModelShape,
+        params: &Mamba2Params,
+        batch: usize,
+        gated: bool,
+        plan: ReplayPlan,
+    ) -> Result<WindowRunner> {
+        let mut state = Mamba2ReplayState::new(stream, shape, params, batch, batch + 1, gated, plan)?;
+        state.fill(stream, Next::Decode)?;
+        let mut io = StepIo::new(stream, shape, batch, 1, gated)?;
+        io.randomize(stream, 0x55d ^ batch as u64)?;
+        let steps = window_run_steps(plan.window);
+        let graph = if stream.device().backend() == Backend::Cuda {
+            let g = state.capture_steps(stream, &io, steps)?;
+            g.upload()?;
+            Some(g)
+        } else {
+            None
+        };
+        Ok(WindowRunner {
+            state,
+            io,
+            graph,
+            steps,
+        })
+    }
+
+    /// Decode steps (launches) per [`Self::run`].
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Enqueues one whole window (two when `L` is odd: [`Self::steps`] steps).
+    pub fn run(&self, stream: &Stream) -> Result<()> {
+        match &self.graph {
+            Some(g) => g.launch(),
+            None => {
+                for _ in 0..self.steps {
+                    self.state.step(stream, &self.io)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Verification cycles (verify `T` drafts, then commit) per timed run of a [`VerifyRunner`]:
+/// enough for the flushes of the longest candidate window to recur within one run.
+pub const VERIFY_CYCLES: usize = 16;
+
+/// A replay state with every row live and ready to verify `T` drafts, its token buffers and
+/// (on a GPU) a graph of [`VERIFY_CYCLES`] verification cycles (`verify` + `commit` with the
+/// accepted counts in device memory): successive runs continue the rows' windows, flushes
+/// included, as speculative decoding runs them.
+pub struct VerifyRunner {
+    state: Mamba2ReplayState,
+    io: StepIo,
+    drafts: usize,
+    graph: Option<Graph>,
+}
+
+impl VerifyRunner {
+    /// Builds the state for `plan` (`plan.max_drafts` drafts per verification, `accepted` of
+    /// them accepted each time), fills every row and captures the cycles on a GPU.
+    pub fn new(
+        stream: &Stream,
+        shape: ModelShape,
+        params: &Mamba2Params,
+        batch: usize,
+        gated: bool,
+        plan: ReplayPlan,
+        accepted: usize,
+    ) -> Result<VerifyRunner> {
+        let drafts = plan.max_drafts;
+        let mut state = Mamba2ReplayState::new(stream, shape, params, batch, batch + 1, gated, plan)?;
+        state.fill(stream, Next::Verify(drafts))?;
+        state.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
+        let mut io = StepIo::new(stream, shape, batch, drafts, gated)?;
+        io.randomize(stream, 0x7e5 ^ batch as u64)?;
+        state.prepare_verify(&io, drafts)?;
+        let mut runner = VerifyRunner {
+            state,
+            io,
+            drafts,
+            graph: None,
+        };
+        if stream.device().backend() == Backend::Cuda {
+            let g = stream.capture(|s| runner.cycles(s))?;
+            g.upload()?;
+            runner.graph = Some(g);
+        }
+        Ok(runner)
+    }
+
+    fn cycles(&self, stream: &Stream) -> Result<()> {
+        for _ in 0..VERIFY_CYCLES {
+            self.state.verify(stream, &self.io, self.drafts)?;
+            self.state.commit(stream, Next::Verify(self.drafts))?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues [`VERIFY_CYCLES`] verification cycles.
+    pub fn run(&self, stream: &Stream) -> Result<()> {
+        match &self.graph {
+            Some(g) => g.launch(),
+            None => self.cycles(stream),
+        }
+    }
+}
+
+/// A window `L` and tiles chosen together by whole-window timing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowChoice {
+    /// The window `L`.
+    pub window: usize,
+    /// The tiles.
+    pub tiles: Tiles,
+    /// Where the choice came from.
+    pub source: TuneSource,
+}
+
+/// A window candidate's values: `L` and the tiles.
+pub(super) fn window_values(window: usize, tiles: &Tiles) -> Values {
+    [
+        ("L", window as i64),
+        ("BV", tiles.bv as i64),
+        ("HB", tiles.hb as i64),
+        ("num_warps", tiles.num_warps as i64),
+        ("min_blocks", tiles.min_blocks as i64),
+        ("EARLY", tiles.early as i64),
+        ("PREFETCH", tiles.prefetch as i64),
+        ("SHARED_WEIGHTS", tiles.shared_weights as i64),
+        ("FC", tiles.flush_columns as i64),
+        ("ASYNC", tiles.async_copy as i64),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect()
+}
+
+/// The window and tiles of a candidate's values.
+pub(super) fn window_of(values: &Values) -> (usize, Tiles) {
+    (*values.get("L").expect("candidate L") as usize, tiles_of(values))
+}
+
+/// Tunes the window `L` and the tiles together over `windows × tiles` (the first window with
+/// the first tiles first: the choice when tuning is off): each candidate gets a runner from
+/// `build(stream, L, tiles)` (the previous candidate's is dropped first, freeing its buffers),
+/// timed by `run`, `units(L)` steps per run. `sizes` key the cache, and so do the candidates
+/// (hashed with `source`): a cached choice is reused only for the same windows and tiles.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn tune_window_scheme<R>(
+    tuner: &mut Autotuner,
+    name: &str,
+    source: &str,
+    windows: &[usize],
+    tiles: &[Tiles],
+    sizes: Vec<(&str, i64)>,
+    units: impl Fn(usize) -> f64,
+    mut build: impl FnMut(&Stream, usize, Tiles) -> Result<R>,
+    run: impl Fn(&R, &Stream) -> Result<()>,
+) -> Result<WindowChoice> {
+    let candidates: Vec<Values> = tiles
+        .iter()
+        .flat_map(|t| windows.iter().map(move |&l| window_values(l, t)))
+        .collect();
+    let keyed_source = format!("{source}\n// candidates: {candidates:?}");
+    let mut current: Option<(Values, R)> = None;
+    let mut scheme = Scheme::new(name, &keyed_source, move |v, s: &Stream, _i| {
+        if current.as_ref().map(|c| &c.0) != Some(v) {
+            current = None;
+            let (l, t) = window_of(v);
+            current = Some((v.clone(), build(s, l, t)?));
+        }
+        run(&current.as_ref().expect("built").1, s)
+    })
+    .units(move |v| units(window_of(v).0));
+    for v in &candidates {
+        scheme = scheme.candidate(v.iter().map(|(n, x)| (n.as_str(), *x)));
+    }
+    for (n, v) in sizes {
+        scheme = scheme.size(n, v);
+    }
+    let t = tuner.tune_scheme(scheme)?;
+    let (window, tiles) = window_of(&t.config);
+    Ok(WindowChoice {
+        window,
+        tiles,
+        source: t.source,
+    })
+}
+
+/// The source that keys a window scheme's cache entry: the timed kernel's, then those of the
+/// commit and admit kernels every window also runs.
+pub(super) fn window_scheme_source(kernel: &str) -> String {
+    format!(
+        "{kernel}{}{}",
+        mamba2_commit::Kernel::SOURCE,
+        crate::ssm::admit::mamba2_admit::Kernel::SOURCE
+    )
+}
+
+/// The window `L` of the speculative plan among `windows` and its verification tiles among
+/// `tiles`, chosen together: the least time per verification cycle (verify + commit, flushes
+/// included) with `plan.max_drafts` drafts and `accepted` accepted per cycle.
+#[allow(clippy::too_many_arguments)]
+pub fn tune_verify_window(
+    tuner: &mut Autotuner,
+    shape: ModelShape,
+    params: &Mamba2Params,
+    batch: usize,
+    gated: bool,
+    plan: ReplayPlan,
+    accepted: usize,
+    tiles: &[Tiles],
+    windows: &[usize],
+) -> Result<WindowChoice> {
+    let source = window_scheme_source(mamba2_verify::Kernel::SOURCE);
+    let mut sizes = shape_sizes(&shape, batch, gated);
+    sizes.extend([("T", plan.max_drafts as i64), ("accepted", accepted as i64)]);
+    tune_window_scheme(
+        tuner,
+        "mamba2_verify_window",
+        &source,
+        windows,
+        tiles,
+        sizes,
+        |_| VERIFY_CYCLES as f64,
+        |s, window, verify| {
+            VerifyRunner::new(
+                s,
+                shape,
+                params,
+                batch,
+                gated,
+                ReplayPlan { window, verify, ..plan },
+                accepted,
+            )
+        },
+        VerifyRunner::run,
+    )
+}
+
+/// The window `L` among `windows` and the replay tiles among `tiles`, chosen together: the
+/// least amortised time per step of a whole window (each candidate's window — two when `L` is
+/// odd — captured as one graph, timed as one unit, divided by its steps).
+#[allow(clippy::too_many_arguments)]
+pub fn tune_window(
+    tuner: &mut Autotuner,
+    shape: ModelShape,
+    params: &Mamba2Params,
+    batch: usize,
+    gated: bool,
+    tiles: &[Tiles],
+    windows: &[usize],
+) -> Result<WindowChoice> {
+    let source = window_scheme_source(mamba2_replay_step::Kernel::SOURCE);
+    let plan = |window, tiles| ReplayPlan {
+        window,
+        max_drafts: 0,
+        step: tiles,
+        verify: tiles,
+        fold: tiles,
+    };
+    tune_window_scheme(
+        tuner,
+        "mamba2_replay_window",
+        &source,
+        windows,
+        tiles,
+        shape_sizes(&shape, batch, gated),
+        |l| window_run_steps(l) as f64,
+        |s, l, t| WindowRunner::new(s, shape, params, batch, gated, plan(l, t)),
+        WindowRunner::run,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replay_kernels::ssm::shapes::NEMOTRON3_SUPER_120B;
+
+    /// Verification windows come with the largest window of the same record rows (Super,
+    /// T = 8: 16 → 24, 25/38/51 → 56; 64 has 128 rows, whose 120 is past the limit);
+    /// decoding windows are not widened. The rounded `L*` stays first.
+    #[test]
+    fn verification_windows_include_the_widest_of_each_row_count() {
+        let (star, c) = window_candidates(NEMOTRON3_SUPER_120B, 8, 6.0);
+        assert_eq!(c[0], star.round() as usize);
+        assert!(c.iter().all(|&l| (8..=64).contains(&l)), "{c:?}");
+        for &l in &c {
+            let widest = record_rows(l + 8) - 8;
+            assert!(widest > 64 || c.contains(&widest), "{l} without {widest}: {c:?}");
+        }
+        assert!(c.contains(&24) && c.contains(&56), "{c:?}");
+        let (_, d) = window_candidates(NEMOTRON3_SUPER_120B, 0, 1.0);
+        assert!(!d.contains(&32) && !d.contains(&24), "{d:?}");
+    }
+}
