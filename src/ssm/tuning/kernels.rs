@@ -18,7 +18,17 @@ use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::space::values_of;
 use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace, TuneSource};
 
-pub(super) fn param_fills(batch: usize) -> Vec<(&'static str, Fill)> {
+/// `problem` with its buffers filled by `fills` and the cache-key sizes `sizes` (in order).
+fn with_inputs<C>(
+    problem: Problem<C>,
+    fills: impl IntoIterator<Item = (&'static str, Fill)>,
+    sizes: impl IntoIterator<Item = (&'static str, i64)>,
+) -> Problem<C> {
+    let problem = fills.into_iter().fold(problem, |p, (n, f)| p.fill(n, f));
+    sizes.into_iter().fold(problem, |p, (n, v)| p.size(n, v))
+}
+
+fn param_fills(batch: usize) -> Vec<(&'static str, Fill)> {
     vec![
         ("a", Fill::Uniform(-8.0, -0.5)),
         ("dt_bias", Fill::Uniform(-4.0, -1.0)),
@@ -30,7 +40,7 @@ pub(super) fn param_fills(batch: usize) -> Vec<(&'static str, Fill)> {
 /// default fill, uniform in ±1, would put negative `dt'` in the ring, whose decays then grow
 /// without bound and make correct tilings disagree (the tuner compares every candidate's
 /// outputs with the first one's).
-pub(super) fn ring_fills() -> Vec<(&'static str, Fill)> {
+fn ring_fills() -> Vec<(&'static str, Fill)> {
     vec![("rec_dt", Fill::Uniform(0.01, 0.7))]
 }
 
@@ -51,16 +61,11 @@ pub fn tune_conventional(
     .occupancy_hints()
     .register_limit();
     let grid_shape = *shape;
-    let mut problem =
+    let problem =
         Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| flat_row_grid(&grid_shape, batch, c.BV))
             .scalar("batch", batch as i32)
             .scalar("slots", batch as i32 + 1);
-    for (n, f) in param_fills(batch) {
-        problem = problem.fill(n, f);
-    }
-    for (n, v) in shape_sizes(shape, batch, gated) {
-        problem = problem.size(n, v);
-    }
+    let problem = with_inputs(problem, param_fills(batch), shape_sizes(shape, batch, gated));
     let points = bv_values_conventional(shape).len() * flat_row_warps(batch).len() * OCCUPANCY_HINTS;
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
     Ok((tiles_of(&values_of(&t.config)), t.source, points))
@@ -68,7 +73,7 @@ pub fn tune_conventional(
 
 /// Counters `(start, h, flush, ·)` spreading the slots over `(h, flush)` states (repeated over
 /// the slots), so that one tuning launch does the work of one launch of the cycle averaged.
-pub(super) fn cycle_meta(states: impl IntoIterator<Item = (usize, bool)>) -> Fill {
+fn cycle_meta(states: impl IntoIterator<Item = (usize, bool)>) -> Fill {
     Fill::Values(
         states
             .into_iter()
@@ -79,14 +84,14 @@ pub(super) fn cycle_meta(states: impl IntoIterator<Item = (usize, bool)>) -> Fil
 
 /// The states of the decode steps of one window of `window`: `h = 0 .. L − 1`, the last one
 /// flushing (`h + 1 ≥ L`).
-pub(super) fn window_states(window: usize) -> Vec<(usize, bool)> {
+fn window_states(window: usize) -> Vec<(usize, bool)> {
     (0..window).map(|h| (h, h + 1 >= window)).collect()
 }
 
 /// The states of the verifications of `drafts` drafts, `accepted` accepted, at window `window`
 /// in steady state (what `verify` + `commit` cycle through): `h = a, 2a, …` up to the first
 /// `h` with `h + T > L`, which flushes (and the next verification starts from `h = a`).
-pub(super) fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, bool)> {
+fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, bool)> {
     let a = accepted.max(1);
     let mut states = Vec::new();
     let mut h = a;
@@ -123,20 +128,17 @@ pub fn tune_replay_tiles(
         .axis("FC", flush_column_values(batch))
         .register_limit();
     let grid_shape = *shape;
-    let mut problem = Problem::new(move |c: &C| flat_row_grid(&grid_shape, batch, c.BV))
+    let problem = Problem::new(move |c: &C| flat_row_grid(&grid_shape, batch, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .scalar("next_drafts", 0)
         .fill("meta", cycle_meta(window_states(window)))
         .fill("meta_out", Fill::Constant(0.0));
-    for (n, f) in param_fills(batch).into_iter().chain(ring_fills()) {
-        problem = problem.fill(n, f);
-    }
-    for (n, v) in shape_sizes(shape, batch, gated) {
-        problem = problem.size(n, v);
-    }
     // `cycle`: the counters span the window (results tuned mid-window only are not reused).
-    problem = problem.size("L", window as i64).size("cycle", 1);
+    let sizes = shape_sizes(shape, batch, gated)
+        .into_iter()
+        .chain([("L", window as i64), ("cycle", 1)]);
+    let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), sizes);
     let points = bv_values_step(shape).len()
         * flat_row_warps(batch).len()
         * OCCUPANCY_HINTS
@@ -177,22 +179,18 @@ pub fn tune_verify_tiles(
         )
         .register_limit();
     let grid_shape = *shape;
-    let mut problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
+    let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .scalar("n_drafts", drafts as i32)
         .fill("meta", cycle_meta(verify_states(window, drafts, accepted)));
-    for (n, f) in param_fills(batch).into_iter().chain(ring_fills()) {
-        problem = problem.fill(n, f);
-    }
-    for (n, v) in shape_sizes(shape, batch, gated) {
-        problem = problem.size(n, v);
-    }
-    problem = problem
-        .size("L", window as i64)
-        .size("T", drafts as i64)
-        .size("accepted", accepted as i64)
-        .size("cycle", 1);
+    let sizes = shape_sizes(shape, batch, gated).into_iter().chain([
+        ("L", window as i64),
+        ("T", drafts as i64),
+        ("accepted", accepted as i64),
+        ("cycle", 1),
+    ]);
+    let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), sizes);
     // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS.
     let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 12;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
@@ -224,25 +222,21 @@ pub fn tune_fold_tiles(
         .register_limit();
     let cycle = verify_states(window, drafts, accepted);
     let grid_shape = *shape;
-    let mut problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
+    let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .fill("meta", cycle_meta(cycle));
     // The fold reads A and the slots, not dt_bias.
-    for (n, f) in param_fills(batch)
+    let fills = param_fills(batch)
         .into_iter()
         .chain(ring_fills())
-        .filter(|(n, _)| *n != "dt_bias")
-    {
-        problem = problem.fill(n, f);
-    }
-    for (n, v) in shape_sizes(shape, batch, false) {
-        problem = problem.size(n, v);
-    }
-    problem = problem
-        .size("L", window as i64)
-        .size("T", drafts as i64)
-        .size("accepted", accepted as i64);
+        .filter(|(n, _)| *n != "dt_bias");
+    let sizes = shape_sizes(shape, batch, false).into_iter().chain([
+        ("L", window as i64),
+        ("T", drafts as i64),
+        ("accepted", accepted as i64),
+    ]);
+    let problem = with_inputs(problem, fills, sizes);
     // × num_warps, FC.
     let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 8;
     let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;

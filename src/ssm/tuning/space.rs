@@ -17,7 +17,7 @@ pub(super) fn shape_sizes(shape: &ModelShape, batch: usize, gated: bool) -> Vec<
     ]
 }
 
-pub(super) fn bv_values(shape: &ModelShape) -> Vec<i64> {
+fn bv_values(shape: &ModelShape) -> Vec<i64> {
     let top = shape.dv.next_power_of_two() as i64;
     [8, 16, 32, 64].into_iter().filter(|&b| b <= top).collect()
 }
@@ -77,7 +77,7 @@ pub fn with_whole_flush_blocks(tiles: &[Tiles], batch: usize, dk: usize) -> Vec<
 /// Batches up to this size are latency-bound, larger ones bandwidth-bound: they also try the
 /// replay step's early checkpoint load (`EARLY`, which elsewhere only costs registers) and
 /// keep its larger flush block (`FC`).
-pub(super) const LATENCY_BOUND_BATCH: usize = 16;
+const LATENCY_BOUND_BATCH: usize = 16;
 
 /// `EARLY` values searched at `batch`.
 pub(super) fn early_values(batch: usize) -> Vec<i64> {
@@ -93,7 +93,7 @@ pub(super) fn early_values(batch: usize) -> Vec<i64> {
 /// [`useful_occupancy_hint`] keeps two per warp count ([`OCCUPANCY_HINTS`]), which keeps a
 /// tuning run of both models and five batches within minutes (each point is a module load and
 /// a timing).
-pub(super) const MIN_BLOCKS: [i64; 3] = [1, 2, 4];
+const MIN_BLOCKS: [i64; 3] = [1, 2, 4];
 
 /// The `min_blocks` values kept per warp count: none, and the one capping registers at 128.
 pub(super) const OCCUPANCY_HINTS: usize = 2;
@@ -101,7 +101,7 @@ pub(super) const OCCUPANCY_HINTS: usize = 2;
 /// Keeps the occupancy hints that change something: none (`min_blocks = 1`), or as many
 /// programs as make 16 warps per SM, which caps ptxas at 128 registers per thread (4 programs
 /// of 4 warps, 2 of 8; 2 programs of 4 warps would allow all 255).
-pub(super) fn useful_occupancy_hint<C: replay_dsl::ConfigValues>(c: &C, _: &PruneContext<'_>) -> bool {
+fn useful_occupancy_hint<C: replay_dsl::ConfigValues>(c: &C, _: &PruneContext<'_>) -> bool {
     let get = |name| value_of(c, name).unwrap_or(1);
     get("min_blocks") == 1 || get("min_blocks") * get("num_warps") == 16
 }

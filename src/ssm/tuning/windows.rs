@@ -215,7 +215,7 @@ pub struct WindowChoice {
 }
 
 /// A window candidate's values: `L` and the tiles.
-pub(super) fn window_values(window: usize, tiles: &Tiles) -> Values {
+fn window_values(window: usize, tiles: &Tiles) -> Values {
     [
         ("L", window as i64),
         ("BV", tiles.bv as i64),
@@ -234,7 +234,7 @@ pub(super) fn window_values(window: usize, tiles: &Tiles) -> Values {
 }
 
 /// The window and tiles of a candidate's values.
-pub(super) fn window_of(values: &Values) -> (usize, Tiles) {
+fn window_of(values: &Values) -> (usize, Tiles) {
     (*values.get("L").expect("candidate L") as usize, tiles_of(values))
 }
 
@@ -244,7 +244,7 @@ pub(super) fn window_of(values: &Values) -> (usize, Tiles) {
 /// timed by `run`, `units(L)` steps per run. `sizes` key the cache, and so do the candidates
 /// (hashed with `source`): a cached choice is reused only for the same windows and tiles.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn tune_window_scheme<R>(
+fn tune_window_scheme<R>(
     tuner: &mut Autotuner,
     name: &str,
     source: &str,
@@ -287,7 +287,7 @@ pub(super) fn tune_window_scheme<R>(
 
 /// The source that keys a window scheme's cache entry: the timed kernel's, then those of the
 /// commit and admit kernels every window also runs.
-pub(super) fn window_scheme_source(kernel: &str) -> String {
+fn window_scheme_source(kernel: &str) -> String {
     format!(
         "{kernel}{}{}",
         mamba2_commit::Kernel::SOURCE,
