@@ -151,7 +151,7 @@ pub fn mamba2_replay_step(
         // Tile row i holds record h - i (row 0: this step's record, not in the ring yet; the
         // window's records newest first), at ring position `pos`.
         let i = arange(nr);
-        let current = i == 0;
+        let current = (i == 0).expand_dims(1);
         let in_ring = (i <= h) & (i >= 1);
         let pos = (start + h - i + cap) % cap;
         // The window's records: x of the rows [nr, BV], dt' of the head lanes [nr, lanes], the
@@ -174,7 +174,6 @@ pub fn mamba2_replay_step(
         };
         let ring_k_of = || load(kptr(kk), ring_mask).cast::<f32>();
         let ahead = (!EARLY).then(|| (ring_x_of(), ring_dt_of(), ring_k_of()));
-        let current = current.expand_dims(1);
         let pos_cur = (start + h) % cap;
 
         // Per head lane (columns): dt' of every record, newest first (0 past the window); the
