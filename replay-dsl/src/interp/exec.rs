@@ -41,6 +41,14 @@ fn unsupported<T>(msg: impl Into<String>) -> R<T> {
     Err(Fault::Unsupported(msg.into()))
 }
 
+/// The lanes of a mask tile fetched by `Exec::bools`.
+fn lanes(mask: Option<&Data>) -> Option<&[bool]> {
+    mask.map(|d| match d {
+        Data::B(b) => &b[..],
+        _ => unreachable!("a mask is a bool tile"),
+    })
+}
+
 /// Runs `kernel` over `grid` with `args`, reading and writing `mem`.
 ///
 /// Program instances run sequentially in row-major order over the grid (axis 2 fastest). The
@@ -437,10 +445,7 @@ impl<'a> Exec<'a> {
                     return unsupported("load through a non-pointer tile");
                 };
                 let dm = mask.map(|m| self.bools(m)).transpose()?;
-                let mv: Option<&[bool]> = dm.as_deref().map(|d| match d {
-                    Data::B(b) => &b[..],
-                    _ => unreachable!(),
-                });
+                let mv = lanes(dm.as_deref());
                 let dother = other.map(|o| self.get(o)).transpose()?;
                 let out = self.load(e, ps, mv, dother.as_deref())?;
                 self.set(r, out)
@@ -457,10 +462,7 @@ impl<'a> Exec<'a> {
                 }
                 let dv = self.get(*value)?;
                 let dm = mask.map(|m| self.bools(m)).transpose()?;
-                let mv: Option<&[bool]> = dm.as_deref().map(|d| match d {
-                    Data::B(b) => &b[..],
-                    _ => unreachable!(),
-                });
+                let mv = lanes(dm.as_deref());
                 self.store(e, ps, &dv, mv)
             }
             Op::Prefetch { ptr, mask } => {
@@ -496,10 +498,7 @@ impl<'a> Exec<'a> {
                 };
                 let e = k.ty(*ptr).dtype.pointee().expect("a pointer tile");
                 let dm = mask.map(|m| self.bools(m)).transpose()?;
-                let mv: Option<&[bool]> = dm.as_deref().map(|d| match d {
-                    Data::B(b) => &b[..],
-                    _ => unreachable!(),
-                });
+                let mv = lanes(dm.as_deref());
                 let data = self.load(e, ps, mv, None)?;
                 self.in_flight.push_back((*buffer, s, Rc::new(data)));
                 Ok(())
@@ -543,10 +542,7 @@ impl<'a> Exec<'a> {
                 let dv = self.get(*value)?;
                 let dc = cmp.map(|c| self.get(c)).transpose()?;
                 let dm = mask.map(|m| self.bools(m)).transpose()?;
-                let mv: Option<&[bool]> = dm.as_deref().map(|d| match d {
-                    Data::B(b) => &b[..],
-                    _ => unreachable!(),
-                });
+                let mv = lanes(dm.as_deref());
                 let out = self.atomic(*kind, e, ps, &dv, dc.as_deref(), mv)?;
                 self.set(r, out)
             }

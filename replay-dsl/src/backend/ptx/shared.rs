@@ -121,6 +121,16 @@ fn row_pitch(layouts: &[(Layout, usize)], s: usize, cols: usize) -> usize {
     best.1
 }
 
+/// The byte offset of register `r` of `layout` within a stage whose coordinates step by
+/// `strides` bytes.
+fn reg_offset(strides: &[usize], layout: &Layout, r: usize) -> usize {
+    strides
+        .iter()
+        .enumerate()
+        .map(|(d, s)| layout.reg_coord(r, d) * s)
+        .sum()
+}
+
 impl Emitter<'_> {
     /// The address of this thread's part (in layout `l`) of stage `stage` of `buffer`.
     fn buffer_addr(&mut self, buffer: usize, stage: Value, l: LayoutId) -> Result<Reg, CompileError> {
@@ -138,16 +148,6 @@ impl Emitter<'_> {
             }
         }
         Ok(a)
-    }
-
-    /// The byte offset of register `r` of `layout` within a stage of `buffer`.
-    fn buffer_reg_offset(&self, buffer: usize, layout: &Layout, r: usize) -> usize {
-        let strides = &self.buffers[buffer].strides;
-        strides
-            .iter()
-            .enumerate()
-            .map(|(d, s)| layout.reg_coord(r, d) * s)
-            .sum()
     }
 
     /// Starts copying the memory behind `ptr` into stage `stage` of `buffer` (one copy group).
@@ -172,7 +172,7 @@ impl Emitter<'_> {
         let guard = owner.map(|p| format!("@{p} ")).unwrap_or_default();
         let bytes = v * s;
         for g in (0..ptrs.len()).step_by(v) {
-            let off = self.buffer_reg_offset(buffer, &layout, g);
+            let off = reg_offset(&self.buffers[buffer].strides, &layout, g);
             let src = self.address(ptrs[g]);
             if bytes >= 4 {
                 let kind = if bytes == 16 { "cg" } else { "ca" };
@@ -235,14 +235,7 @@ impl Emitter<'_> {
         }
         let addr = self.buffer_addr(buffer, stage, l)?;
         let strides = self.buffers[buffer].strides.clone();
-        let offset = |g: usize| {
-            strides
-                .iter()
-                .enumerate()
-                .map(|(d, s)| layout.reg_coord(g, d) * s)
-                .sum()
-        };
-        Ok(self.smem_load_at(dtype, &layout, addr, vw, offset))
+        Ok(self.smem_load_at(dtype, &layout, addr, vw, |g| reg_offset(&strides, &layout, g)))
     }
 }
 
