@@ -503,12 +503,12 @@ impl ReplayConfig {
     }
 
     /// The verification's and the fold's launch grid for `batch` rows:
-    /// `(batch, heads / HB, ⌈dv / BV⌉)`.
+    /// `(⌈dv / BV⌉, heads / HB, batch)`.
     pub fn grid(self, batch: usize) -> (u32, u32, u32) {
         (
-            batch as u32,
-            (self.shape.heads / self.hb) as u32,
             self.shape.dv.div_ceil(self.bv) as u32,
+            (self.shape.heads / self.hb) as u32,
+            batch as u32,
         )
     }
 }
@@ -568,7 +568,7 @@ impl DecodeConfig {
 }
 
 /// The grid of the conventional kernels (flat row tiling) for `batch` rows and `BV = bv`:
-/// `(batch, heads·dv / bv, 1)`; `bv` must divide the state rows of a group.
+/// `(heads·dv / bv, batch, 1)`; `bv` must divide the state rows of a group.
 pub fn flat_grid(shape: ModelShape, bv: usize, batch: usize) -> (u32, u32, u32) {
     assert_eq!(
         shape.heads_per_group() * shape.dv % bv,
@@ -576,7 +576,7 @@ pub fn flat_grid(shape: ModelShape, bv: usize, batch: usize) -> (u32, u32, u32) 
         "BV = {bv} does not divide the state rows of a group of {}",
         shape.name
     );
-    (batch as u32, (shape.heads * shape.dv / bv) as u32, 1)
+    ((shape.heads * shape.dv / bv) as u32, batch as u32, 1)
 }
 
 /// `mamba2_commit` for window `l` and up to `t` drafts, `block` rows per program.

@@ -4,7 +4,7 @@
 
 use super::io::{Mamba2Weights, StepIo};
 use super::launch::{buf, AdmitKernel};
-use super::plan::{flat_row_grid, head_block_grid};
+use super::plan::{flat_row_grid, head_block_grid, step_grid};
 use super::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, Result};
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
@@ -151,6 +151,11 @@ impl LayerCore {
     /// [`flat_row_grid`] of this layer's shape and batch.
     pub(super) fn flat_grid(&self, bv: usize) -> Grid {
         flat_row_grid(&self.shape, self.batch, bv)
+    }
+
+    /// [`step_grid`] of this layer's shape and batch.
+    pub(super) fn step_grid(&self, bv: usize) -> Grid {
+        step_grid(&self.shape, self.batch, bv)
     }
 
     /// Slot `slot` of a per-slot state buffer (`[.., heads, dv, dk]`), read back as f64.

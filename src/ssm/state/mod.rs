@@ -26,7 +26,9 @@ mod replay;
 
 pub use conventional::Mamba2ConventionalState;
 pub use io::{Mamba2Weights, StepIo};
-pub use plan::{flat_row_grid, head_block_grid, ConventionalPlan, Next, ReplayPlan, Tiles, DEFAULT_FLUSH_COLUMNS};
+pub use plan::{
+    flat_row_grid, head_block_grid, step_grid, ConventionalPlan, Next, ReplayPlan, Tiles, DEFAULT_FLUSH_COLUMNS,
+};
 pub use replay::Mamba2ReplayState;
 
 use common::HasCore;

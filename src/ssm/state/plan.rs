@@ -4,17 +4,23 @@ use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::Grid;
 use serde::{Deserialize, Serialize};
 
-/// The grid of a kernel tiling flat rows (the conventional kernels and the replay step): one
-/// program per batch row and `bv` of the `heads · dv` state rows, `(batch, heads·dv / bv, 1)`
-/// (`bv` divides the rows of a group, so it divides `heads · dv`).
+/// The grid of the conventional kernels, which tile flat rows: one program per `bv` of the
+/// `heads · dv` state rows and batch row, `(heads·dv / bv, batch, 1)` (`bv` divides the rows
+/// of a group, so it divides `heads · dv`; a slot's programs are launched one after the other).
 pub fn flat_row_grid(shape: &ModelShape, batch: usize, bv: usize) -> Grid {
+    Grid::new((shape.heads * shape.dv / bv) as u32, batch as u32, 1)
+}
+
+/// The replay step's grid: [`flat_row_grid`] with the batch rows first, `(batch, heads·dv / bv,
+/// 1)`.
+pub fn step_grid(shape: &ModelShape, batch: usize, bv: usize) -> Grid {
     Grid::new(batch as u32, (shape.heads * shape.dv / bv) as u32, 1)
 }
 
-/// The grid of a kernel tiling heads (the verification and its fold): one program per batch
-/// row, `hb` value heads and `bv` value rows, `(batch, heads / hb, ⌈dv / bv⌉)`.
+/// The grid of a kernel tiling heads (the verification and its fold): one program per `bv`
+/// value rows, `hb` value heads and batch row, `(⌈dv / bv⌉, heads / hb, batch)`.
 pub fn head_block_grid(shape: &ModelShape, batch: usize, hb: usize, bv: usize) -> Grid {
-    Grid::new(batch as u32, (shape.heads / hb) as u32, shape.dv.div_ceil(bv) as u32)
+    Grid::new(shape.dv.div_ceil(bv) as u32, (shape.heads / hb) as u32, batch as u32)
 }
 
 /// The largest power of two up to `most` (a power of two) dividing the state rows of a group

@@ -235,7 +235,7 @@ impl Mamba2ReplayState {
         go(
             &self.step_k,
             stream,
-            self.core.flat_grid(self.plan.step.bv),
+            self.core.step_grid(self.plan.step.bv),
             &self.step_args(io, next),
         )?;
         self.parity.set(1 - self.parity.get());

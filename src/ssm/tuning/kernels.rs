@@ -8,7 +8,7 @@ use super::space::{
     Shortlist, OCCUPANCY_HINTS, TILE_SHORTLIST,
 };
 use super::Result;
-use crate::ssm::state::{flat_row_grid, head_block_grid, Tiles};
+use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid, Tiles};
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::fold::mamba2_fold;
@@ -128,7 +128,7 @@ pub fn tune_replay_tiles(
         .axis("FC", flush_column_values(batch))
         .register_limit();
     let grid_shape = *shape;
-    let problem = Problem::new(move |c: &C| flat_row_grid(&grid_shape, batch, c.BV))
+    let problem = Problem::new(move |c: &C| step_grid(&grid_shape, batch, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .scalar("next_drafts", 0)

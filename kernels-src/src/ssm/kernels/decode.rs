@@ -1,10 +1,12 @@
 //! Conventional Mamba-2 decode: one launch per step, the state read and written every step.
 //!
 //! A slot's state `[HEADS, DV, DK]` is tiled by *flat rows*: viewed as `HEADS·DV` rows of `DK`,
-//! program `(row, blk)` of the `(batch, HEADS·DV / BV, 1)` grid owns rows
+//! program `(blk, row)` of the `(HEADS·DV / BV, batch, 1)` grid owns rows
 //! `r = blk·BV + [0, BV)`, row `r` being value row `r % DV` of head `r / DV`. `BV` divides
 //! `(HEADS/GROUPS)·DV`, so a program's rows lie in one group (one `B` and one `C` vector) and
-//! no row is masked, whatever `DV`.
+//! no row is masked, whatever `DV`. The tile index is the grid's first axis, so programs
+//! launched one after the other stream one slot's state in address order (H200, B = 256:
+//! 90 % → 96 % of copy bandwidth against batch rows first).
 //!
 //! The per-program computation is written once, in `#[kernel_fn]` helpers shared by the two
 //! decode kernels and by [`super::spec_baseline::mamba2_spec_baseline`]: `program` (the
@@ -15,7 +17,7 @@
 use super::{mix32, sr_key};
 use replay_dsl::prelude::*;
 
-/// The coordinates of program `(row, blk)` of a `(batch, HEADS·DV / BV, 1)` grid, its slot and
+/// The coordinates of program `(blk, row)` of a `(HEADS·DV / BV, batch, 1)` grid, its slot and
 /// the shapes it works with.
 pub(super) struct Program {
     /// Batch row.
@@ -59,8 +61,8 @@ pub(super) fn program(
         "BV must divide (HEADS/GROUPS)·DV (the state rows of one group), so that a program's \
          flat rows lie in one group and none is masked",
     );
-    let row = program_id(0);
-    let blk = program_id(1);
+    let row = program_id(1);
+    let blk = program_id(0);
     let r = blk * bv + arange(bv);
     let head = if dv % bv == 0 { blk / (dv / bv) } else { r / dv };
     let g = blk / (group_rows / bv);
@@ -173,7 +175,7 @@ pub(super) fn emit_output<D: FnOnce() -> Tile<f32>>(
 /// One conventional decode step for the batch on an fp32 state: per row and state row
 /// `S ← α S + (dt'·x) Bᵀ` with `dt' = softplus(dt + dt_bias)`, `α = exp(dt'·A)` of the row's
 /// head, then `y = S C + D x` (times `silu(z)` when `HAS_Z`), `S` written back in place.
-/// Program `(row, blk)` of the `(batch, HEADS·DV / BV, 1)` grid owns the flat state rows
+/// Program `(blk, row)` of the `(HEADS·DV / BV, batch, 1)` grid owns the flat state rows
 /// `blk·BV ..` (`BV` must divide `(HEADS/GROUPS)·DV`). Padding rows (slot 0) do nothing.
 #[kernel]
 pub fn mamba2_decode(

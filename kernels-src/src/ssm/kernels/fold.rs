@@ -11,8 +11,9 @@ use replay_dsl::prelude::*;
 /// [`super::commit::mamba2_commit`] (which moves `start` past the folded records): a kernel of
 /// its own, so that its registers and tiles do not weigh on every verification.
 ///
-/// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (one group `g`) and the
-/// value rows `vb·BV ..`, head by head, `FC` key columns at a time: one `dot_acc` over all
+/// Program `(vb, hb, row)` of the `(⌈DV/BV⌉, HEADS/HB, batch)` grid handles the `HB` value heads
+/// `hb·HB ..` (one group `g`) and the value rows `vb·BV ..` of batch row `row` (a slot's programs
+/// one after the other: its state streamed in address order), head by head, `FC` key columns at a time: one `dot_acc` over all
 /// record rows per block (with `FC ≥ DK`, one block whose loads are all issued first, the keys
 /// once per program). Programs of rows without the flag exit after two loads, so a launch in
 /// which few rows fold costs about its number of programs: larger `HB` for such cycles (the
@@ -51,7 +52,7 @@ pub fn mamba2_fold(
     let nr = record_rows(L);
     let fc = DK.min(FC);
 
-    let row = program_id(0);
+    let row = program_id(2);
     let head0 = program_id(1) * HB;
     let g = head0 / (HEADS / GROUPS);
     let slot = load(slot_idx + row, true);
@@ -68,7 +69,7 @@ pub fn mamba2_fold(
             let committed = i < h;
             let p = start + h - 1 - i;
             let pos = select(p >= cap as i32, p - cap as i32, p);
-            let v = program_id(2) * BV + arange(BV);
+            let v = program_id(0) * BV + arange(BV);
             let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
             let vm = vmask.expand_dims(1);
             let cols = arange(fc);

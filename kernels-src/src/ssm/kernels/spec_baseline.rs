@@ -11,7 +11,7 @@ use replay_dsl::prelude::*;
 /// makes `snap_idx[row, a-1]` the row's state (a slot-index move by the state manager).
 /// Padding rows (`slot_idx[row] == 0`) do nothing; snapshot slots must be distinct and non-zero.
 /// Programs tile the state as the decode kernels do (see [`super::decode`]): program
-/// `(row, blk)` of the `(batch, HEADS·DV / BV, 1)` grid owns the flat state rows `blk·BV ..`
+/// `(blk, row)` of the `(HEADS·DV / BV, batch, 1)` grid owns the flat state rows `blk·BV ..`
 /// (`BV` must divide `(HEADS/GROUPS)·DV`).
 #[kernel]
 pub fn mamba2_spec_baseline(

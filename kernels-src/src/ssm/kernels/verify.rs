@@ -21,8 +21,9 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 /// `O = S_ckpt Q D + V (W ⊙ (Kᵀ Q))` plus `D x` (times `silu(z)` when `HAS_Z`), with
 /// `D = diag(γ_{0:h+s})`, `W_{js} = γ_{j+1:h+s}` for `j ≤ h+s` (else 0) and `V = [dt'_j x_j]`.
 ///
-/// Program `(row, hb, vb)` handles the `HB` value heads `hb·HB ..` (one group `g`) and value
-/// rows `vb·BV ..`. Every product is a `dot`:
+/// Program `(vb, hb, row)` of the `(⌈DV/BV⌉, HEADS/HB, batch)` grid handles the `HB` value heads
+/// `hb·HB ..` (one group `g`) and value rows `vb·BV ..` of batch row `row` (a slot's programs
+/// are launched one after the other: its state is read in address order). Every product is a `dot`:
 ///
 /// - **Records**: `nr = record_rows(L + tq)` rows (`tq` = `T` rounded up to a power of two, at
 ///   least [`MIN_DRAFT_COLUMNS`]): the drafts first (row `s` is draft `s`), then the `h`
@@ -100,10 +101,10 @@ pub fn mamba2_verify(
     let tq = T.next_power_of_two().max(MIN_DRAFT_COLUMNS);
     let nr = record_rows(L + tq);
 
-    let row = program_id(0);
+    let row = program_id(2);
     let head0 = program_id(1) * HB;
     let g = head0 / hpg;
-    let first = program_id(2) == 0;
+    let first = program_id(0) == 0;
     let n = n_drafts;
     let slot = load(slot_idx + row, true);
     if slot != 0 {
@@ -149,7 +150,7 @@ pub fn mamba2_verify(
         let weighs = committed.expand_dims(1) | (is_draft.expand_dims(1) & (ii <= ss));
         let after_row = ii < ss;
 
-        let v = program_id(2) * BV + arange(BV);
+        let v = program_id(0) * BV + arange(BV);
         let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
         let vm = vmask.expand_dims(1);
         // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
