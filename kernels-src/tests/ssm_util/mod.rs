@@ -542,7 +542,7 @@ impl DecodeConfig {
         .unwrap()
     }
 
-    /// The launch grid for `batch` rows (flat row tiling): `(batch, heads·dv / BV, 1)`.
+    /// The launch grid for `batch` rows (flat row tiling): `(heads·dv / BV, batch, 1)`.
     pub fn grid(self, batch: usize) -> (u32, u32, u32) {
         flat_grid(self.shape, self.bv, batch)
     }
