@@ -643,7 +643,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
 #[test]
 fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     use replay::ssm::tuning::{
-        accepted_drafts, plans, tune_replay_tiles, tune_verify_tiles, window_candidates, with_whole_flush_blocks,
+        accepted_drafts, plans, tune_replay_tiles, tune_verify_tiles, window_candidates, with_flush_variants,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -677,7 +677,7 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     assert_eq!(short.source, TuneSource::Cache);
     assert!(short.tiles.len() > 1);
     // Batch 2 is latency-bound: the windows also time each tile with one whole flush block.
-    let timed = with_whole_flush_blocks(&short.tiles, batch, TUNE.dk);
+    let timed = with_flush_variants(&short.tiles, batch);
     assert!(timed.len() > short.tiles.len());
     assert!(windows.contains(&first.replay.window));
     assert!(timed.contains(&first.replay.step));

@@ -16,7 +16,7 @@ use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
 use replay_runtime::ArgValue;
 use ssm_util::*;
 
-/// `dk` of several flush column blocks (`FC` = 16 or 32 key columns each), 2 heads per group.
+/// A wide `dk` (64 key columns per state row), 2 heads per group.
 const WIDE_KEYS: ModelShape = ModelShape {
     name: "wide-keys",
     dv: 8,
@@ -52,7 +52,10 @@ struct Case {
     gated: bool,
     bv: usize,
     early: bool,
-    fc: usize,
+    /// The step's `PREFETCH` (a flush's checkpoint tile asked of L2 before its blocks).
+    prefetch: bool,
+    /// The step's `FR` (state rows per flush block).
+    fr: usize,
     warps: u32,
     seed: u64,
 }
@@ -64,7 +67,8 @@ fn run(case: Case) {
         gated,
         bv,
         early,
-        fc,
+        prefetch,
+        fr,
         warps,
         seed,
     } = case;
@@ -91,7 +95,8 @@ fn run(case: Case) {
 
     let config = ReplayConfig {
         early,
-        fc,
+        prefetch,
+        fr,
         ..ReplayConfig::new(shape, l, 0, gated, bv, 1, warps)
     };
     let step_k = config.step(&dev);
@@ -206,9 +211,27 @@ fn window_1_is_conventional_decoding() {
         gated: true,
         bv: 8,
         early: false,
-        fc: 32,
+        prefetch: false,
+        fr: 2,
         warps: 4,
         seed: 1,
+    });
+}
+
+/// Every step flushes; `EARLY` with all rows in one block (`FR ≥ BV`) folds the tile it
+/// loaded before the counters.
+#[test]
+fn window_1_early_folds_the_early_tile() {
+    run(Case {
+        shape: CPU_TEST,
+        l: 1,
+        gated: false,
+        bv: 8,
+        early: true,
+        prefetch: false,
+        fr: 8,
+        warps: 2,
+        seed: 11,
     });
 }
 
@@ -220,7 +243,8 @@ fn window_4_without_gate_two_programs_per_head() {
         gated: false,
         bv: 4,
         early: false,
-        fc: 32,
+        prefetch: false,
+        fr: 2,
         warps: 4,
         seed: 2,
     });
@@ -234,7 +258,8 @@ fn window_16_one_head_per_program() {
         gated: true,
         bv: 8,
         early: true,
-        fc: 32,
+        prefetch: false,
+        fr: 4,
         warps: 4,
         seed: 3,
     });
@@ -248,7 +273,8 @@ fn window_32_without_gate() {
         gated: false,
         bv: 8,
         early: false,
-        fc: 32,
+        prefetch: false,
+        fr: 8,
         warps: 4,
         seed: 4,
     });
@@ -262,7 +288,8 @@ fn window_4_programs_straddle_heads() {
         gated: true,
         bv: 4,
         early: true,
-        fc: 32,
+        prefetch: false,
+        fr: 1,
         warps: 4,
         seed: 5,
     });
@@ -279,7 +306,8 @@ fn one_and_two_warps() {
             gated: i == 0,
             bv: 4,
             early: true,
-            fc: 32,
+            prefetch: false,
+            fr: 2,
             warps,
             seed: 40 + i as u64,
         });
@@ -289,7 +317,8 @@ fn one_and_two_warps() {
             gated: i == 1,
             bv: 8,
             early: i == 0,
-            fc: 16,
+            prefetch: false,
+            fr: 4,
             warps,
             seed: 42 + i as u64,
         });
@@ -297,14 +326,15 @@ fn one_and_two_warps() {
 }
 
 #[test]
-fn window_4_flush_in_several_key_blocks() {
+fn window_4_flush_in_several_row_blocks() {
     run(Case {
         shape: WIDE_KEYS,
         l: 4,
         gated: true,
         bv: 8,
         early: false,
-        fc: 16,
+        prefetch: false,
+        fr: 2,
         warps: 4,
         seed: 6,
     });
@@ -318,25 +348,34 @@ fn window_8_programs_over_several_heads() {
         gated: true,
         bv: 16,
         early: false,
-        fc: 32,
+        prefetch: false,
+        fr: 4,
         warps: 4,
         seed: 7,
     });
 }
 
-/// Every point of the tuner's replay-step search space (`BV`, `num_warps`, `EARLY`, `FC`;
-/// `min_blocks` only caps registers) decodes correctly on the emulator or a GPU, where the
-/// tiles choose layouts and PTX; on the interpreter, where they only change the trace, one
-/// point per axis value.
+/// Every point of the tuner's replay-step search space (`BV`, `num_warps`, `EARLY`,
+/// `PREFETCH`, `FR`; `min_blocks` only caps registers) decodes correctly on the emulator or a
+/// GPU, where the tiles choose layouts and PTX; on the interpreter, where they only change the
+/// trace, one point per axis value. `FR ≥ BV` with `EARLY` folds the early tile.
 #[test]
 fn every_tuning_point_matches_the_recurrence() {
-    let flags = [(false, 16), (false, 32), (true, 16), (true, 32)];
-    let points: Vec<(usize, u32, (bool, usize))> = if device().0.backend() == replay_runtime::Backend::Interpreter {
+    // (EARLY, PREFETCH, FR)
+    let flags = [
+        (false, false, 8),
+        (false, false, 16),
+        (false, true, 8),
+        (true, false, 8),
+        (true, false, 128),
+    ];
+    let points: Vec<(usize, u32, (bool, bool, usize))> = if device().0.backend() == replay_runtime::Backend::Interpreter
+    {
         vec![
-            (16, 4, (false, 16)),
-            (32, 8, (true, 32)),
-            (64, 4, (true, 16)),
-            (128, 8, (false, 32)),
+            (16, 4, (false, false, 8)),
+            (32, 8, (true, false, 128)),
+            (64, 4, (true, false, 8)),
+            (128, 8, (false, true, 16)),
         ]
     } else {
         [16, 32, 64, 128]
@@ -344,14 +383,15 @@ fn every_tuning_point_matches_the_recurrence() {
             .flat_map(|bv| [4, 8].into_iter().flat_map(move |w| flags.map(|f| (bv, w, f))))
             .collect()
     };
-    for (i, (bv, warps, (early, fc))) in points.into_iter().enumerate() {
+    for (i, (bv, warps, (early, prefetch, fr))) in points.into_iter().enumerate() {
         run(Case {
             shape: TUNING,
             l: 4,
             gated: i % 2 == 0,
             bv,
             early,
-            fc,
+            prefetch,
+            fr,
             warps,
             seed: 100 + i as u64,
         });

@@ -99,15 +99,18 @@ fn copy_prefetching_ahead(div: u32, warps: u32) -> Kernel {
 }
 
 #[test]
-fn prefetch_lowers_to_one_l2_prefetch_per_vector() {
-    for warps in [1, 4] {
-        let c = check(&copy_prefetching_ahead(16, warps));
-        // Each thread holds 1024 / (32·warps) elements in 16-byte vectors: one prefetch each.
-        let per_thread = 1024 / (32 * warps as usize) / 4;
+fn prefetch_lowers_to_one_l2_prefetch_per_line() {
+    for (div, warps) in [(16, 1), (16, 4), (128, 1), (128, 4)] {
+        let c = check(&copy_prefetching_ahead(div, warps));
+        // Each thread holds 1024 / (32·warps) consecutive elements and prefetches each run of
+        // them that is one cache line (32 f32) at most and uniformly masked (`n` a multiple of
+        // `div`: runs of `div` elements).
+        let per_thread = 1024 / (32 * warps as usize);
+        let run = per_thread.min(32).min(div as usize);
         assert_eq!(
             c[0].ptx.matches("prefetch.global.L2 [").count(),
-            per_thread,
-            "{}",
+            per_thread / run,
+            "div {div}, {warps} warps: {}",
             c[0].ptx
         );
         assert!(c[0]

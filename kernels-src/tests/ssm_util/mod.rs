@@ -397,19 +397,22 @@ pub struct ReplayConfig {
     pub num_warps: u32,
     /// The replay step's `EARLY` (checkpoint load before the counters).
     pub early: bool,
-    /// The verification's `PREFETCH` (the next head's loads first).
+    /// `PREFETCH`: the replay step's flush's checkpoint tile asked of L2 before its blocks; the
+    /// verification's next head's loads first.
     pub prefetch: bool,
     /// The verification's `SHARED_WEIGHTS` (all heads' weights at once).
     pub shared_weights: bool,
     /// The verification's `ASYNC` (checkpoint rows copied into shared memory a head ahead).
     pub async_copy: bool,
-    /// `FC` of both kernels (key columns per flush block).
+    /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
+    /// The replay step's `FR` (state rows per flush block).
+    pub fr: usize,
 }
 
 impl ReplayConfig {
     /// The tiles given, with the kernels' options (`EARLY`, `PREFETCH`, `SHARED_WEIGHTS`, `ASYNC`,
-    /// `FC`) at their defaults.
+    /// `FC`, `FR`) at their defaults.
     pub fn new(shape: ModelShape, l: usize, t: usize, gated: bool, bv: usize, hb: usize, num_warps: u32) -> Self {
         ReplayConfig {
             shape,
@@ -424,6 +427,7 @@ impl ReplayConfig {
             shared_weights: true,
             async_copy: false,
             fc: 32,
+            fr: 8,
         }
     }
 
@@ -442,7 +446,8 @@ impl ReplayConfig {
                 HAS_Z: self.gated,
                 BV: self.bv,
                 EARLY: self.early,
-                FC: self.fc,
+                PREFETCH: self.prefetch,
+                FR: self.fr,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -95,6 +95,9 @@ pub struct Assignment<'k> {
 
 /// Loads of at most this many bytes are rematerialised in every requested layout.
 pub const SMALL_LOAD_BYTES: usize = 2048;
+
+/// The bytes one prefetch asks for: an L2 cache line.
+pub const PREFETCH_LINE: u64 = 128;
 /// Remat loads of more than this many bytes wanted in several layouts are loaded once instead
 /// (each layout would hold its own registers).
 pub const MULTI_LAYOUT_LOAD_BYTES: usize = 1024;
@@ -417,9 +420,24 @@ impl<'k> Assignment<'k> {
         }
     }
 
-    /// The layout a prefetch or an asynchronous copy operates in: a coalesced load's.
-    pub fn prefetch_layout(&mut self, ptr: Value, mask: Option<Value>) -> LayoutId {
+    /// The layout an asynchronous copy operates in: a coalesced load's.
+    pub fn copy_layout(&mut self, ptr: Value, mask: Option<Value>) -> LayoutId {
         self.anchor(ptr, mask, 16)
+    }
+
+    /// The layout a prefetch operates in: each thread's registers run over up to one
+    /// [`PREFETCH_LINE`] of consecutive addresses (one prefetch each).
+    pub fn prefetch_layout(&mut self, ptr: Value, mask: Option<Value>) -> LayoutId {
+        let ty = self.ty(ptr);
+        if ty.rank() == 0 {
+            return self.scalar;
+        }
+        let run = self.axis.contiguous_run(self.kernel, ptr, mask, PREFETCH_LINE);
+        let threads = 32 * self.kernel.num_warps as usize;
+        let per_thread = (ty.shape.iter().product::<usize>() / threads).max(1);
+        let vec = crate::backend::layout::prev_pow2(run.min(per_thread));
+        self.table
+            .intern(Layout::blocked_with(&ty.shape, self.kernel.num_warps, vec, true))
     }
 
     /// The layout in which a view's source is read when the view is wanted in `l`.
@@ -461,7 +479,7 @@ impl<'k> Assignment<'k> {
                 all(l)
             }
             Op::CopyAsync { stage, ptr, mask, .. } => {
-                let l = self.prefetch_layout(*ptr, *mask);
+                let l = self.copy_layout(*ptr, *mask);
                 let mut v = vec![(*stage, self.scalar), (*ptr, l)];
                 v.extend(mask.map(|m| (m, l)));
                 v

@@ -92,6 +92,23 @@ impl AxisTable {
             .unwrap_or_else(|| AxisInfo::unknown(kernel.ty(v).rank()))
     }
 
+    /// The longest run (in elements, a power of two ≤ `max_bytes`) of consecutive addresses
+    /// through `ptr` along the last dimension, uniformly masked, alignment aside: one cache
+    /// line's worth for a prefetch.
+    pub fn contiguous_run(&self, kernel: &Kernel, ptr: Value, mask: Option<Value>, max_bytes: u64) -> usize {
+        let ty = kernel.ty(ptr);
+        let Some(elem) = ty.dtype.pointee() else { return 1 };
+        if ty.rank() == 0 {
+            return 1;
+        }
+        let last = ty.rank() - 1;
+        let mut v = self.get(kernel, ptr).contig[last].min(max_bytes / elem.bytes() as u64);
+        if let Some(m) = mask {
+            v = v.min(self.get(kernel, m).constancy[last]);
+        }
+        crate::backend::layout::prev_pow2(v.max(1) as usize)
+    }
+
     /// The widest vector (in elements, a power of two ≤ 16 bytes) that an access through `ptr`
     /// with `mask` may use along the last dimension: contiguous, aligned and uniformly masked.
     pub fn access_vec(&self, kernel: &Kernel, ptr: Value, mask: Option<Value>) -> usize {

@@ -28,6 +28,7 @@ pub use conventional::Mamba2ConventionalState;
 pub use io::{Mamba2Weights, StepIo};
 pub use plan::{
     flat_row_grid, head_block_grid, step_grid, ConventionalPlan, Next, ReplayPlan, Tiles, DEFAULT_FLUSH_COLUMNS,
+    DEFAULT_FLUSH_ROWS,
 };
 pub use replay::Mamba2ReplayState;
 

@@ -34,8 +34,15 @@ fn group_row_tile(shape: &ModelShape, most: usize) -> usize {
     bv
 }
 
-/// The replay step's default key columns per flush block (`FC`).
+/// The fold's default key columns per flush block (`FC`) where none is tuned.
 pub const DEFAULT_FLUSH_COLUMNS: usize = 32;
+
+/// The replay step's default state rows per flush block (`FR`).
+pub const DEFAULT_FLUSH_ROWS: usize = 8;
+
+fn default_flush_rows() -> usize {
+    DEFAULT_FLUSH_ROWS
+}
 
 /// Tile shape of one kernel: value rows per program `BV`, value heads per program `HB`
 /// (verification and fold only; 1 elsewhere), warps and the occupancy hint.
@@ -54,15 +61,18 @@ pub struct Tiles {
     /// The replay step issues its checkpoint load before reading the counters (its `EARLY`;
     /// other kernels ignore it).
     pub early: bool,
-    /// The verification issues the next head's loads before this head's products (its
-    /// `PREFETCH`; other kernels ignore it).
+    /// The verification issues the next head's loads before this head's products; the replay
+    /// step's flush asks L2 for its whole checkpoint tile before folding it block by block
+    /// (their `PREFETCH`; other kernels ignore it).
     pub prefetch: bool,
     /// The verification computes the weights of all its heads once, not per head (its
     /// `SHARED_WEIGHTS`; other kernels ignore it).
     pub shared_weights: bool,
-    /// Key columns per flush block of the replay step and the fold (their `FC`; other kernels
-    /// ignore it).
+    /// Key columns per flush block of the fold (its `FC`; other kernels ignore it).
     pub flush_columns: usize,
+    /// State rows per flush block of the replay step (its `FR`; other kernels ignore it).
+    #[serde(default = "default_flush_rows")]
+    pub flush_rows: usize,
     /// The verification copies the next head's checkpoint rows into shared memory while this
     /// head computes (its `ASYNC`; other kernels ignore it).
     #[serde(default)]
@@ -71,9 +81,10 @@ pub struct Tiles {
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
-    /// checkpoint load, `prefetch` with the next head's loads first, `wph` with weights per
-    /// head, `async` with the next head's checkpoint rows copied into shared memory, and
-    /// `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`].
+    /// checkpoint load, `prefetch` with the next head's loads (the step: its flush's tile)
+    /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
+    /// into shared memory, `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with
+    /// other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
@@ -89,8 +100,13 @@ impl Tiles {
         } else {
             String::new()
         };
+        let fr = if self.flush_rows != DEFAULT_FLUSH_ROWS {
+            format!(" fr={}", self.flush_rows)
+        } else {
+            String::new()
+        };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{fc}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -155,6 +171,7 @@ impl ReplayPlan {
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
+            flush_rows: DEFAULT_FLUSH_ROWS,
             async_copy: false,
         };
         ReplayPlan {
@@ -201,6 +218,7 @@ impl ConventionalPlan {
             prefetch: false,
             shared_weights: true,
             flush_columns: DEFAULT_FLUSH_COLUMNS,
+            flush_rows: DEFAULT_FLUSH_ROWS,
             async_copy: false,
         };
         ConventionalPlan {

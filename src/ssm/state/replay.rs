@@ -88,7 +88,7 @@ impl Mamba2ReplayState {
         let (l, t) = (plan.window, plan.max_drafts);
         let cap = l + t;
         let (h, dv, dk, g) = (shape.heads, shape.dv, shape.dk, shape.groups);
-        let step_k = compile_layer_kernel!(mamba2_replay_step, device, shape, plan.step, HAS_Z: gated, L: l, T: t, EARLY: plan.step.early, FC: plan.step.flush_columns)?;
+        let step_k = compile_layer_kernel!(mamba2_replay_step, device, shape, plan.step, HAS_Z: gated, L: l, T: t, EARLY: plan.step.early, PREFETCH: plan.step.prefetch, FR: plan.step.flush_rows)?;
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;

@@ -4,8 +4,8 @@
 
 use super::space::{
     bv_values_conventional, bv_values_replay, bv_values_step, early_values, fixed_axes, flat_row_warps,
-    flush_column_values, replay_shortlist, shape_axes, shape_sizes, tiles_of, verify_hb_values, OccupancyHints,
-    Shortlist, OCCUPANCY_HINTS, TILE_SHORTLIST,
+    flush_row_values, replay_shortlist, shape_axes, shape_sizes, step_prefetch_values, tiles_of, verify_hb_values,
+    OccupancyHints, Shortlist, OCCUPANCY_HINTS, TILE_SHORTLIST,
 };
 use super::Result;
 use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid, Tiles};
@@ -125,7 +125,8 @@ pub fn tune_replay_tiles(
         .axis("num_warps", flat_row_warps(batch))
         .occupancy_hints()
         .axis("EARLY", early_values(batch))
-        .axis("FC", flush_column_values(batch))
+        .axis("PREFETCH", step_prefetch_values(batch))
+        .axis("FR", flush_row_values(batch))
         .register_limit();
     let grid_shape = *shape;
     let problem = Problem::new(move |c: &C| step_grid(&grid_shape, batch, c.BV))
@@ -143,7 +144,8 @@ pub fn tune_replay_tiles(
         * flat_row_warps(batch).len()
         * OCCUPANCY_HINTS
         * early_values(batch).len()
-        * flush_column_values(batch).len();
+        * step_prefetch_values(batch).len()
+        * flush_row_values(batch).len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points, replay_shortlist(batch)))
 }

@@ -19,7 +19,7 @@ mod space;
 mod windows;
 
 pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles};
-pub use space::{replay_shortlist, with_whole_flush_blocks, Shortlist, TILE_SHORTLIST};
+pub use space::{replay_shortlist, with_flush_variants, Shortlist, TILE_SHORTLIST};
 pub use windows::{
     accepted_drafts, traffic, tune_verify_window, tune_window, window_candidates, window_run_steps, VerifyRunner,
     WindowChoice, WindowRunner, VERIFY_CYCLES,
@@ -129,7 +129,7 @@ pub fn plans(
             note("conventional tiles", t.show(), s, n);
             let short = tune_replay_tiles(tuner, &shape, batch, gated, replay.window)?;
             note("replay tile shortlist", short.show(), short.source, short.points);
-            let tiles = with_whole_flush_blocks(&short.tiles, batch, shape.dk);
+            let tiles = with_flush_variants(&short.tiles, batch);
             let c = tune_window(tuner, shape, params, batch, gated, &tiles, &cands)?;
             replay.window = c.window;
             replay.step = c.tiles;

@@ -1,7 +1,7 @@
 //! The decode kernels' search spaces: each axis's values per shape and batch, the occupancy
 //! hints, and the shortlist a kernel-level tuning passes on to whole-window timing.
 
-use crate::ssm::state::{Tiles, DEFAULT_FLUSH_COLUMNS};
+use crate::ssm::state::{Tiles, DEFAULT_FLUSH_COLUMNS, DEFAULT_FLUSH_ROWS};
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::space::{value_of, values_of};
 use replay_runtime::tune::{PruneContext, SearchSpace, TuneSource, Tuned, Values};
@@ -41,33 +41,56 @@ pub(super) fn bv_values_step(shape: &ModelShape) -> Vec<i64> {
     [16, 32, 64, 128].into_iter().filter(|&b| group_rows % b == 0).collect()
 }
 
-/// Key columns per flush block of the replay step searched (`FC`) at `batch`: ptxas allocates
-/// registers for the larger of the step's two branches, and the fold's block sets its branch's
-/// count (tile by tile, either value can be the smaller one). Small batches keep the larger
-/// block: their flush step is a latency chain, one fold per block, and the single-launch
-/// shortlist never times it (its rows are all non-flush).
-pub(super) fn flush_column_values(batch: usize) -> Vec<i64> {
+/// State rows per flush block of the replay step searched (`FR`) at `batch`: ptxas allocates
+/// registers for the larger of the step's two branches, and the flush block sets its branch's
+/// count (H200, Nano `BV = 64`: 8 rows 80 registers, 16 rows 104, the non-flush branch 80).
+/// Small batches keep the default; their flush step is a latency chain, one fold per block,
+/// and the window timing also tries one block of all rows ([`with_flush_variants`]).
+pub(super) fn flush_row_values(batch: usize) -> Vec<i64> {
     if batch <= LATENCY_BOUND_BATCH {
-        vec![DEFAULT_FLUSH_COLUMNS as i64]
+        vec![DEFAULT_FLUSH_ROWS as i64]
     } else {
-        vec![16, DEFAULT_FLUSH_COLUMNS as i64]
+        vec![DEFAULT_FLUSH_ROWS as i64, 16]
     }
 }
 
-/// The replay step's shortlisted tiles for the window timing: at latency-bound batches each
-/// also with all `dk` key columns in one flush block (every load of the flush issued at once).
-/// The shortlist's single launches never flush there; the window's flush step does (H200,
-/// Nano B = 1: one block 0.957× the conventional step, blocks of 32 0.93×; Super prefers 32).
-pub fn with_whole_flush_blocks(tiles: &[Tiles], batch: usize, dk: usize) -> Vec<Tiles> {
-    let mut all = tiles.to_vec();
+/// The replay step's `PREFETCH` values searched at `batch` (its flush's whole tile asked of
+/// L2 first): only where the step is bandwidth-bound (small batches load the tile early
+/// instead, `EARLY`).
+pub(super) fn step_prefetch_values(batch: usize) -> Vec<i64> {
     if batch <= LATENCY_BOUND_BATCH {
-        for t in tiles {
-            let whole = Tiles {
-                flush_columns: dk,
-                ..*t
-            };
-            if !all.contains(&whole) {
-                all.push(whole);
+        vec![0]
+    } else {
+        vec![0, 1]
+    }
+}
+
+/// The replay step's shortlisted tiles for the window timing, each also with the other flush
+/// options, which only the window's flush step exercises: at latency-bound batches all its
+/// rows in one flush block (every load of the flush issued at once; H200, Nano B = 1: one
+/// block 0.957× the conventional step, blocks of 32 key columns 0.93×; Super prefers the
+/// blocks), at larger batches every `FR` and `PREFETCH` searched (single launches, whose rows
+/// flush in a 1/L share, ranked 16-row blocks first at Super B = 256, where 8-row blocks time
+/// 1.70× against 1.63× over windows).
+pub fn with_flush_variants(tiles: &[Tiles], batch: usize) -> Vec<Tiles> {
+    let mut all = tiles.to_vec();
+    let mut add = |t: Tiles| {
+        if !all.contains(&t) {
+            all.push(t);
+        }
+    };
+    for t in tiles {
+        if batch <= LATENCY_BOUND_BATCH {
+            add(Tiles { flush_rows: t.bv, ..*t });
+        } else {
+            for fr in flush_row_values(batch) {
+                for pf in step_prefetch_values(batch) {
+                    add(Tiles {
+                        flush_rows: fr as usize,
+                        prefetch: pf != 0,
+                        ..*t
+                    });
+                }
             }
         }
     }
@@ -75,8 +98,8 @@ pub fn with_whole_flush_blocks(tiles: &[Tiles], batch: usize, dk: usize) -> Vec<
 }
 
 /// Batches up to this size are latency-bound, larger ones bandwidth-bound: they also try the
-/// replay step's early checkpoint load (`EARLY`, which elsewhere only costs registers) and
-/// keep its larger flush block (`FC`).
+/// replay step's early checkpoint load (`EARLY`, which elsewhere only costs registers); larger
+/// ones its flush's prefetch (`PREFETCH`) and a second flush block (`FR`).
 const LATENCY_BOUND_BATCH: usize = 16;
 
 /// `EARLY` values searched at `batch`.
@@ -169,6 +192,7 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         prefetch: get("PREFETCH", 0) != 0,
         shared_weights: get("SHARED_WEIGHTS", 1) != 0,
         flush_columns: get("FC", DEFAULT_FLUSH_COLUMNS as i64) as usize,
+        flush_rows: get("FR", DEFAULT_FLUSH_ROWS as i64) as usize,
         async_copy: get("ASYNC", 0) != 0,
     }
 }
@@ -229,32 +253,38 @@ mod tests {
     use replay_kernels::ssm::shapes::NEMOTRON3_SUPER_120B;
 
     /// Latency-bound batches time each shortlisted tile also with one whole flush block, once;
-    /// larger batches only the shortlist.
+    /// larger batches each with every flush block and prefetch choice, once.
     #[test]
-    fn small_batches_also_time_whole_flush_blocks() {
+    fn windows_time_the_flush_variants_of_the_shortlist() {
         let shape = NEMOTRON3_SUPER_120B;
         let plan = ReplayPlan::default_for(&shape, 16, 0).step;
         let a = Tiles {
-            flush_columns: 32,
+            bv: 64,
+            flush_rows: 8,
             ..plan
         };
         let b = Tiles {
             bv: 32,
-            flush_columns: 128,
+            flush_rows: 32,
             ..plan
         };
-        let small = with_whole_flush_blocks(&[a, b], 1, shape.dk);
-        assert_eq!(
-            small,
-            vec![
-                a,
-                b,
-                Tiles {
-                    flush_columns: 128,
-                    ..a
-                }
-            ]
-        );
-        assert_eq!(with_whole_flush_blocks(&[a, b], 256, shape.dk), vec![a, b]);
+        let small = with_flush_variants(&[a, b], 1);
+        assert_eq!(small, vec![a, b, Tiles { flush_rows: 64, ..a }]);
+        let large = with_flush_variants(&[a, b], 256);
+        let variants = |t: Tiles| {
+            [(8, false), (8, true), (16, false), (16, true)].map(|(flush_rows, prefetch)| Tiles {
+                flush_rows,
+                prefetch,
+                ..t
+            })
+        };
+        let mut want = vec![a, b];
+        for t in variants(a).into_iter().chain(variants(b)) {
+            if !want.contains(&t) {
+                want.push(t);
+            }
+        }
+        assert_eq!(large, want);
+        assert_eq!(large.len(), 2 + 3 + 4);
     }
 }

@@ -226,6 +226,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("PREFETCH", tiles.prefetch as i64),
         ("SHARED_WEIGHTS", tiles.shared_weights as i64),
         ("FC", tiles.flush_columns as i64),
+        ("FR", tiles.flush_rows as i64),
         ("ASYNC", tiles.async_copy as i64),
     ]
     .into_iter()

@@ -40,11 +40,13 @@ pub const fn head_lanes(bv: usize, dv: usize) -> usize {
 ///   appended at ring position `(start + h) % (L+T)` (`dt'` by the program holding the head's
 ///   first row, the keys by the group's first program); the checkpoint is neither
 ///   materialised nor written.
-/// - **Flush** rows, `FC` key columns at a time (a tuning axis: ptxas allocates registers for
-///   the larger branch, and the fold's block size sets this one's):
+/// - **Flush** rows, `FR` whole state rows at a time (contiguous blocks of the checkpoint; a
+///   tuning axis: ptxas allocates registers for the larger branch, and the block size sets
+///   this one's; `PREFETCH` first asks L2 for all the blocks, whose loads otherwise each wait
+///   on DRAM after the previous block's product):
 ///   `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ` (one `dot` over the records
-///   per column block), written once, and `y = S_ckpt q + D x` from it; this step's record is
-///   not stored (the window is empty afterwards).
+///   per block), written once, and `y = S_ckpt q + D x` from it; this step's record is not
+///   stored (the window is empty afterwards).
 /// - **Counters**: every program reads `meta`, none writes it; program `(row, 0)` writes
 ///   the row's advanced counters to `meta_out[slot]` (`(start, h + 1, flag, ·)`, or `h = 0`
 ///   after a flush, with the flag of a next launch of `next_drafts` drafts, 0 = a decode
@@ -53,9 +55,10 @@ pub const fn head_lanes(bv: usize, dv: usize) -> usize {
 ///   two counter buffers after the launch; `meta_out` must not alias `meta`.
 /// - The window's records (`x`, `dt'`, keys) are loaded together right after the counters.
 ///   `EARLY` issues the non-flush checkpoint load right after the slot, before the counters
-///   (for latency-bound small batches: one dependent memory access less; flush rows then read
-///   it for nothing, and its registers are held longer), and then loads each record tile right
-///   before its first use (measured faster at B = 1 than all at once). The tuner decides.
+///   (for latency-bound small batches: one dependent memory access less; its registers are
+///   held longer, and a flush folds that tile when `FR ≥ BV`, else reads its blocks again),
+///   and then loads each record tile right before its first use (measured faster at B = 1
+///   than all at once). The tuner decides.
 /// - Padding rows (slot 0) do nothing.
 ///
 /// Contract: the flag is [`super::initial_flush_flag`]`(h, 0, L)` as the previous launch set it
@@ -90,7 +93,8 @@ pub fn mamba2_replay_step(
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 64)] BV: usize,
     #[constexpr(default = false)] EARLY: bool,
-    #[constexpr(default = 32)] FC: usize,
+    #[constexpr(default = false)] PREFETCH: bool,
+    #[constexpr(default = 8)] FR: usize,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     let hpg = HEADS / GROUPS;
@@ -100,7 +104,7 @@ pub fn mamba2_replay_step(
          flat rows lie in one group and none is masked",
     );
     static_assert(L >= 1, "the window L must be at least 1");
-    static_assert(FC.is_power_of_two(), "FC must be a power of two");
+    static_assert(FR.is_power_of_two(), "FR must be a power of two");
     let cap = L + T;
     let nr = record_rows(cap);
     let lanes = head_lanes(BV, DV);
@@ -119,10 +123,10 @@ pub fn mamba2_replay_step(
     let lane_of_row = r / DV - head0;
     // Per-head values `t` (head lanes last) given to each row (`[.., BV]`; with one lane, the
     // lane axis broadcasts).
-    let by_row = |t: Tile<f32>| -> Tile<f32> {
+    let by_rows = |t: Tile<f32>, rows_lane: Tile<i32>| -> Tile<f32> {
         let last = t.rank() - 1;
         let mut lane_mask = hh;
-        let mut row_lane = lane_of_row;
+        let mut row_lane = rows_lane;
         for _ in 0..last {
             lane_mask = lane_mask.expand_dims(0);
             row_lane = row_lane.expand_dims(0);
@@ -134,6 +138,7 @@ pub fn mamba2_replay_step(
         }
         per_row
     };
+    let by_row = |t: Tile<f32>| by_rows(t, lane_of_row);
     let kk = arange(DK);
     let slot = load(slot_idx + row, true);
     if slot != 0 {
@@ -142,8 +147,8 @@ pub fn mamba2_replay_step(
         // The checkpoint tile of the non-flush branch, [BV, DK].
         let srow = ring.ckpt + (r * DK).expand_dims(1);
         let load_state = || load(srow + kk.expand_dims(0), true);
-        // EARLY: issued before the counters are read (one memory latency less per step; the
-        // flush rows read it for nothing).
+        // EARLY: issued before the counters are read (one memory latency less per step; a
+        // flush reads it again unless it folds all rows in one block, `FR ≥ BV`).
         let early = EARLY.then(load_state);
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
@@ -185,8 +190,10 @@ pub fn mamba2_replay_step(
         let dt_ring = ahead.map_or_else(ring_dt_of, |(_, dt, _)| dt);
         let dt_rec = select(current, dt_cur.expand_dims(0), dt_ring);
         let w = exp(a_h.expand_dims(0) * cumsum_exclusive(dt_rec, 0)) * dt_rec;
-        let gamma = by_row(exp(a_h * sum(dt_rec, 0)));
-        let d_r = by_row(load(d + heads, hmask));
+        let decay = exp(a_h * sum(dt_rec, 0));
+        let gamma = by_row(decay);
+        let d_h = load(d + heads, hmask);
+        let d_r = by_row(d_h);
 
         // The group's keys (ring and this step's B) and query, and k_j · q once per program.
         let q = load(cmat + (row * GROUPS + g) * DK + kk, true);
@@ -228,34 +235,44 @@ pub fn mamba2_replay_step(
                 store(ring_b + pos_cur * (GROUPS * DK) + g * DK + kk, k_cur, true);
             }
         } else {
-            // Fold the window into the checkpoint rows, FC key columns at a time:
-            // S_ckpt ← γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once; y = S_ckpt q + D x. Only a
-            // [BV, FC] block of the state is live, so this branch needs fewer registers than
-            // the non-flush one (ptxas allocates for the larger of the two). The fold stays on
-            // CUDA cores (`Ieee`): its tensor-core fragments cost registers — and so occupancy
-            // of every non-flush step — for a product of L rows (measured 1.61× → 1.46–1.54×
-            // at Super B = 256).
-            let fc = DK.min(FC);
-            let ccols = arange(fc);
-            let xs = select(current, x_cur.expand_dims(0), x_ring);
-            let wx = (xs * by_row(w)).trans();
-            let mut sq = zeros::<f32>([BV]);
-            for c in range(0, DK / fc) {
-                let kc = c * fc + ccols;
-                let k_now = load(bmat + (row * GROUPS + g) * DK + kc, true);
-                let k_c = select(current, k_now.expand_dims(0), load(kptr(kc), ring_mask));
-                let q_c = load(cmat + (row * GROUPS + g) * DK + kc, true).cast::<f32>();
-                let sptr = srow + kc.expand_dims(0);
-                let upd = dot_acc_in(
-                    wx,
-                    k_c.cast::<f32>(),
-                    gamma.expand_dims(1) * load(sptr, true),
-                    DotPrecision::Ieee,
-                );
-                store(sptr, upd, true);
-                sq = sq + sum(upd * q_c.expand_dims(0), 1);
+            // Fold the window into the checkpoint, FR whole state rows at a time (contiguous
+            // in memory): S_ckpt ← γ S_ckpt + Σ_j w_j x_j k_jᵀ, written once, and y = S_ckpt q
+            // + D x of those rows. Only an [FR, DK] block of the state is live, so this branch
+            // can need fewer registers than the non-flush one (ptxas allocates for the larger
+            // of the two: FR sets the step's occupancy as much as BV does). The product stays
+            // on CUDA cores (`Ieee`): its tensor-core fragments cost registers for a product of
+            // L rows (measured slower, `bench/NOTES.md`).
+            let fr = BV.min(FR);
+            if PREFETCH && fr < BV && !EARLY {
+                prefetch(srow + kk.expand_dims(0), true);
             }
-            store(out + xoff, gate(sq + d_r * x_cur).cast::<bf16>(), true);
+            for b in range(0, BV / fr) {
+                let rows = r0 + b * fr + arange(fr);
+                let lane = rows / DV - head0;
+                let xoff_b = row * (HEADS * DV) + rows;
+                let x_b = load(x + xoff_b, true).cast::<f32>();
+                let x_ring_b = load(
+                    ring_x + (pos * (HEADS * DV)).expand_dims(1) + rows.expand_dims(0),
+                    ring_mask,
+                )
+                .cast::<f32>();
+                let wx = (select(current, x_b.expand_dims(0), x_ring_b) * by_rows(w, lane)).trans();
+                let sptr = ring.ckpt + (rows * DK).expand_dims(1) + kk.expand_dims(0);
+                // With one block of all rows, EARLY's tile is this block: read once.
+                let s_b = match early {
+                    Some(s) if fr == BV => s,
+                    _ => load(sptr, true),
+                };
+                let upd = dot_acc_in(wx, keys, by_rows(decay, lane).expand_dims(1) * s_b, DotPrecision::Ieee);
+                store(sptr, upd, true);
+                let y = sum(upd * qf.expand_dims(0), 1) + by_rows(d_h, lane) * x_b;
+                let y = if HAS_Z {
+                    y * silu(load(z + xoff_b, true).cast::<f32>())
+                } else {
+                    y
+                };
+                store(out + xoff_b, y.cast::<bf16>(), true);
+            }
         }
 
         // The row's counters after this step, written once per row to the other buffer.

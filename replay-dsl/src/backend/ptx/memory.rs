@@ -215,16 +215,16 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// An L2 prefetch of a pointer tile: one `prefetch.global.L2` per vector of a coalesced
-    /// load's layout (a warp's instruction covers its contiguous bytes), by the owners only.
+    /// An L2 prefetch of a pointer tile: one `prefetch.global.L2` per run of consecutive
+    /// addresses in a thread's registers (up to a cache line, [`crate::backend::assign::PREFETCH_LINE`]),
+    /// by the owners only, guarded by the run's first mask bit (the mask is uniform over a run).
     pub(super) fn prefetch(&mut self, ptr: Value, mask: Option<Value>) -> Result<(), CompileError> {
         let l = self.asg.prefetch_layout(ptr, mask);
         let ptrs = self.get(ptr, l)?;
         let masks = mask.map(|m| self.get(m, l)).transpose()?;
         let owner = self.owner(l);
-        let s = self.ty(ptr).dtype.pointee().map_or(8, Elem::bytes);
-        let v = self.access_width(l, ptr, mask, s);
-        for g in (0..ptrs.len()).step_by(v) {
+        let run = self.asg.layout(l).contiguous_regs();
+        for g in (0..ptrs.len()).step_by(run) {
             let guard = self.guard(masks.as_ref().map(|m| m[g]), owner);
             emit!(self, "{guard}prefetch.global.L2 [{}]", self.address(ptrs[g]));
         }

@@ -68,7 +68,7 @@ fn collect_uses(kernel: &Kernel, block: &Block, asg: &mut Assignment<'_>, uses: 
     for inst in &block.insts {
         match &inst.op {
             Op::CopyAsync { buffer, ptr, mask, .. } => {
-                let l = asg.prefetch_layout(*ptr, *mask);
+                let l = asg.copy_layout(*ptr, *mask);
                 let s = mem_bytes(kernel.shared[*buffer].dtype);
                 uses[*buffer].push((l, s * asg.layout(l).contiguous_regs().min(16 / s)));
             }
@@ -158,7 +158,7 @@ impl Emitter<'_> {
         ptr: Value,
         mask: Option<Value>,
     ) -> Result<(), CompileError> {
-        let l = self.asg.prefetch_layout(ptr, mask);
+        let l = self.asg.copy_layout(ptr, mask);
         let ptrs = self.get(ptr, l)?;
         let masks = mask.map(|m| self.get(m, l)).transpose()?;
         let owner = self.owner(l);
