@@ -110,21 +110,16 @@ impl AxisTable {
     }
 
     /// The widest vector (in elements, a power of two ≤ 16 bytes) that an access through `ptr`
-    /// with `mask` may use along the last dimension: contiguous, aligned and uniformly masked.
+    /// with `mask` may use along the last dimension: a [`Self::contiguous_run`] that is also
+    /// aligned.
     pub fn access_vec(&self, kernel: &Kernel, ptr: Value, mask: Option<Value>) -> usize {
+        let run = self.contiguous_run(kernel, ptr, mask, 16);
         let ty = kernel.ty(ptr);
-        let Some(elem) = ty.dtype.pointee() else { return 1 };
-        if ty.rank() == 0 {
-            return 1;
-        }
-        let last = ty.rank() - 1;
-        let s = elem.bytes() as u64;
-        let p = self.get(kernel, ptr);
-        let mut v = p.contig[last].min(p.div[last] / s).min(16 / s);
-        if let Some(m) = mask {
-            v = v.min(self.get(kernel, m).constancy[last]);
-        }
-        crate::backend::layout::prev_pow2(v.max(1) as usize)
+        let (Some(elem), Some(last)) = (ty.dtype.pointee(), ty.rank().checked_sub(1)) else {
+            return run;
+        };
+        let aligned = self.get(kernel, ptr).div[last] / elem.bytes() as u64;
+        crate::backend::layout::prev_pow2(run.min(aligned.max(1) as usize))
     }
 
     fn set(&mut self, v: Value, info: AxisInfo) {

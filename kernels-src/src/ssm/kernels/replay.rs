@@ -165,9 +165,10 @@ pub fn mamba2_replay_step(
         // its first use (the checkpoint load is in flight already: measured faster at B = 1).
         let kptr = |cols: Tile<i32>| ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + cols.expand_dims(0);
         let ring_mask = in_ring.expand_dims(1);
-        let ring_x_of = || {
+        // The records' x of state rows `rows`, [nr, rows].
+        let ring_x_of = |rows: Tile<i32>| {
             load(
-                ring_x + (pos * (HEADS * DV)).expand_dims(1) + r.expand_dims(0),
+                ring_x + (pos * (HEADS * DV)).expand_dims(1) + rows.expand_dims(0),
                 ring_mask,
             )
             .cast::<f32>()
@@ -179,7 +180,7 @@ pub fn mamba2_replay_step(
             )
         };
         let ring_k_of = || load(kptr(kk), ring_mask).cast::<f32>();
-        let ahead = (!EARLY).then(|| (ring_x_of(), ring_dt_of(), ring_k_of()));
+        let ahead = (!EARLY).then(|| (ring_x_of(r), ring_dt_of(), ring_k_of()));
         let pos_cur = (start + h) % cap;
 
         // Per head lane (columns): dt' of every record, newest first (0 past the window); the
@@ -207,14 +208,15 @@ pub fn mamba2_replay_step(
         let xoff = row * (HEADS * DV) + r;
         let x_cur_raw = load(x + xoff, true);
         let x_cur = x_cur_raw.cast::<f32>();
-        let gate = |y: Tile<f32>| -> Tile<f32> {
+        // y times silu(z) of the rows at `off` when HAS_Z.
+        let gate = |y: Tile<f32>, off: Tile<i32>| -> Tile<f32> {
             if HAS_Z {
-                y * silu(load(z + xoff, true).cast::<f32>())
+                y * silu(load(z + off, true).cast::<f32>())
             } else {
                 y
             }
         };
-        let x_ring = ahead.map_or_else(ring_x_of, |(x, _, _)| x);
+        let x_ring = ahead.map_or_else(|| ring_x_of(r), |(x, _, _)| x);
 
         if !flush {
             // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x: every load of the step is issued
@@ -225,7 +227,7 @@ pub fn mamba2_replay_step(
             let sq = sum(s * qf.expand_dims(0), 1);
             let coef_cur = by_row(sum(select(current, coef, 0.0), 0));
             let y = gamma * sq + y_ring + (coef_cur + d_r) * x_cur;
-            store(out + xoff, gate(y).cast::<bf16>(), true);
+            store(out + xoff, gate(y, xoff).cast::<bf16>(), true);
 
             // Append this step's record at ring position start + h: x of the rows, dt' of the
             // heads whose first row is here, the keys by the group's first program.
@@ -251,12 +253,7 @@ pub fn mamba2_replay_step(
                 let lane = rows / DV - head0;
                 let xoff_b = row * (HEADS * DV) + rows;
                 let x_b = load(x + xoff_b, true).cast::<f32>();
-                let x_ring_b = load(
-                    ring_x + (pos * (HEADS * DV)).expand_dims(1) + rows.expand_dims(0),
-                    ring_mask,
-                )
-                .cast::<f32>();
-                let wx = (select(current, x_b.expand_dims(0), x_ring_b) * by_rows(w, lane)).trans();
+                let wx = (select(current, x_b.expand_dims(0), ring_x_of(rows)) * by_rows(w, lane)).trans();
                 let sptr = ring.ckpt + (rows * DK).expand_dims(1) + kk.expand_dims(0);
                 // With one block of all rows, EARLY's tile is this block: read once.
                 let s_b = match early {
@@ -265,12 +262,7 @@ pub fn mamba2_replay_step(
                 };
                 let upd = dot_acc_in(wx, keys, by_rows(decay, lane).expand_dims(1) * s_b, DotPrecision::Ieee);
                 store(sptr, upd, true);
-                let y = sum(upd * qf.expand_dims(0), 1) + by_rows(d_h, lane) * x_b;
-                let y = if HAS_Z {
-                    y * silu(load(z + xoff_b, true).cast::<f32>())
-                } else {
-                    y
-                };
+                let y = gate(sum(upd * qf.expand_dims(0), 1) + by_rows(d_h, lane) * x_b, xoff_b);
                 store(out + xoff_b, y.cast::<bf16>(), true);
             }
         }
