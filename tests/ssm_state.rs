@@ -23,6 +23,7 @@ use replay::ssm::state::{
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::{SlotStates, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST, NEMOTRON3_NANO_4B, NEMOTRON3_SUPER_120B};
+use replay_kernels::testing::f16_checkpoint_bound;
 use replay_runtime::{Device, RuntimeError, Stream};
 use ssm_support::*;
 
@@ -332,11 +333,14 @@ fn conventional_decode_same_interface() {
 /// accepted counts per row; every output equals the recurrence on the accepted history, and
 /// the counters follow the host model after every launch. Row 2 joins at iteration 3; row 1
 /// leaves at `iters / 2` and a new sequence takes its row (and slot) two iterations later.
-fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: usize, seed: u64) {
+fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: usize, seed: u64, lp: bool) {
     let (_d, s) = device();
     let mut rng = Rng(seed);
     let p = random_params(&mut rng, shape);
-    let plan = ReplayPlan::default_for(&shape, l, t_max);
+    let plan = ReplayPlan {
+        lp,
+        ..ReplayPlan::default_for(&shape, l, t_max)
+    };
     let batch = 3;
     let mut st = Mamba2ReplayState::new(&s, shape, &p, batch, 5, gated, plan).unwrap();
     let mut model = CounterModel::new(&st, &s, 5);
@@ -389,6 +393,9 @@ fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: us
         let counters = st.counters(&s).unwrap();
         let what = format!("L={l} T={t_max} iter {it} kind {}", kinds[it]);
         model.before(&st, &s, kinds[it] == 0);
+        // With two precisions non-flush steps and verifications read the f16 checkpoints:
+        // their rounding bounds the outputs' extra error.
+        let ckpt_before = lp.then(|| st.ckpt.to_host(&s).unwrap());
         if kinds[it] == 0 {
             decoded += 1;
             st.step_then(&s, &io, next_of(kinds[it + 1])).unwrap();
@@ -405,10 +412,18 @@ fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: us
             // Outputs of every draft: the recurrence from the committed state.
             let mut scratch = truth.clone();
             let toks = inputs[r].as_ref().unwrap();
+            let per_slot = shape.heads * shape.state_elems();
+            let ckpt: Option<Vec<f64>> = ckpt_before.as_ref().map(|c| {
+                c[sl * per_slot..(sl + 1) * per_slot]
+                    .iter()
+                    .map(|&v| v as f64)
+                    .collect()
+            });
             for (k, tok) in toks.iter().enumerate() {
                 let want = recur(&p, &mut scratch, sl, tok);
                 let g = &got[(r * n + k) * per_tok..(r * n + k + 1) * per_tok];
-                close(&format!("{what} y row {r} draft {k}"), g, &want, OUT.0, OUT.1);
+                let extra = ckpt.as_ref().map_or(vec![], |c| f16_checkpoint_bound(shape, c, tok));
+                close_within(&format!("{what} y row {r} draft {k}"), g, &want, OUT, &extra);
             }
             let a = if kinds[it] == 0 { 1 } else { rng.int(0, n) };
             accepted[r] = a as i32;
@@ -445,6 +460,20 @@ fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: us
                 STATE.1,
             );
         }
+        if lp {
+            // Admission and every flush keep the f16 checkpoints the f16 of the f32 ones.
+            let (hp, lo) = (st.ckpt.to_host(&s).unwrap(), st.ckpt_lp.to_host(&s).unwrap());
+            let n = shape.heads * shape.state_elems();
+            for &sl in &live {
+                for e in sl * n..(sl + 1) * n {
+                    assert_eq!(
+                        lo[e].to_bits(),
+                        half::f16::from_f32(hp[e]).to_bits(),
+                        "{what}: slot {sl} f16 checkpoint"
+                    );
+                }
+            }
+        }
     }
     assert!(verified >= iters / 2, "{verified} verifications");
     assert!(decoded >= 2, "{decoded} decode steps");
@@ -458,12 +487,17 @@ fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: us
 
 #[test]
 fn speculative_random_drafts_and_acceptance() {
-    speculative(CPU_TEST, 6, 4, true, 18, 21);
+    speculative(CPU_TEST, 6, 4, true, 18, 21, false);
+}
+
+#[test]
+fn speculative_two_precisions() {
+    speculative(CPU_TEST, 6, 4, true, 18, 24, true);
 }
 
 #[test]
 fn speculative_ungated_t_equals_l() {
-    speculative(CPU_TEST, 3, 3, false, 12, 22);
+    speculative(CPU_TEST, 3, 3, false, 12, 22, false);
 }
 
 #[test]
@@ -503,8 +537,8 @@ fn replay_decode_model_shapes() {
 #[test]
 fn speculative_model_shapes() {
     if model_shapes_run() {
-        speculative(NEMOTRON3_SUPER_120B, 16, 8, true, 24, 53);
-        speculative(NEMOTRON3_NANO_4B, 16, 8, true, 24, 54);
+        speculative(NEMOTRON3_SUPER_120B, 16, 8, true, 24, 53, false);
+        speculative(NEMOTRON3_NANO_4B, 16, 8, true, 24, 54, true);
     }
 }
 
@@ -614,6 +648,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
         step: c.tiles,
         verify: c.tiles,
         fold: c.tiles,
+        lp: false,
     };
     let v = tune_verify_window(&mut tuner, TUNE, &p, 2, true, plan, 1, &short.tiles[..2], &[3, 4]).unwrap();
     assert_eq!(v.source, TuneSource::Tuned);

@@ -3,7 +3,7 @@
 //! read, and tolerant comparisons that NaN never passes.
 #![doc(hidden)]
 
-use crate::ssm::reference::{Mamba2Params, StepInput};
+use crate::ssm::reference::{silu, Mamba2Params, StepInput};
 use crate::ssm::shapes::ModelShape;
 use half::bf16;
 
@@ -85,10 +85,17 @@ pub fn rms(v: &[f64]) -> f64 {
 /// Fails unless every `|got − want| ≤ rtol·|want| + atol` (NaN never passes); returns the
 /// largest error relative to `rtol·|want| + atol`.
 pub fn check_close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: f64) -> f64 {
+    check_close_within(what, got, want, rtol, atol, &[])
+}
+
+/// [`check_close`] with a known error bound of each element added to its tolerance (`extra`,
+/// laid out like `want`; empty: none).
+pub fn check_close_within(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: f64, extra: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
+    assert!(extra.is_empty() || extra.len() == want.len(), "{what}: bounds");
     let mut worst: f64 = 0.0;
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let tol = rtol * w.abs() + atol;
+        let tol = rtol * w.abs() + atol + extra.get(i).copied().unwrap_or(0.0);
         let err = (g - w).abs();
         assert!(
             err <= tol,
@@ -97,4 +104,23 @@ pub fn check_close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol: f64) 
         worst = worst.max(err / tol);
     }
     worst
+}
+
+/// How far each output `[heads][dv]` of a verified token `input` may move when the
+/// verification reads the f16 copy of the slot's checkpoint `ckpt` (`[heads][dv][dk]`)
+/// instead of the f32 one: every element rounds by at most 2⁻¹¹ of itself and multiplies a
+/// decay ≤ 1, so `2⁻¹¹ Σ_j |S_vj| |q_j|`, times `|silu(z)|` with a gate.
+pub fn f16_checkpoint_bound(shape: ModelShape, ckpt: &[f64], input: &StepInput) -> Vec<f64> {
+    let (dv, dk, hpg) = (shape.dv, shape.dk, shape.heads_per_group());
+    let mut out = vec![0.0; shape.heads * dv];
+    for h in 0..shape.heads {
+        let q = &input.c[(h / hpg) * dk..(h / hpg + 1) * dk];
+        for v in 0..dv {
+            let row = &ckpt[(h * dv + v) * dk..(h * dv + v + 1) * dk];
+            let dot: f64 = row.iter().zip(q).map(|(s, q)| (s * q).abs()).sum();
+            let gate = input.z.as_ref().map_or(1.0, |z| silu(z[h * dv + v]).abs());
+            out[h * dv + v] = dot * gate / 2048.0;
+        }
+    }
+    out
 }

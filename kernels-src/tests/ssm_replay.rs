@@ -56,6 +56,8 @@ struct Case {
     prefetch: bool,
     /// The step's `FR` (state rows per flush block).
     fr: usize,
+    /// Two state precisions: a flush writes the f16 checkpoint too.
+    lp: bool,
     warps: u32,
     seed: u64,
 }
@@ -69,6 +71,7 @@ fn run(case: Case) {
         early,
         prefetch,
         fr,
+        lp,
         warps,
         seed,
     } = case;
@@ -97,6 +100,7 @@ fn run(case: Case) {
         early,
         prefetch,
         fr,
+        lp,
         ..ReplayConfig::new(shape, l, 0, gated, bv, 1, warps)
     };
     let step_k = config.step(&dev);
@@ -128,6 +132,19 @@ fn run(case: Case) {
             ArgValue::I32(n_slots as i32),
             ArgValue::I32(0),
         ]);
+        // With LP non-flush rows read the f16 checkpoints: their rounding bounds the outputs'
+        // extra error.
+        let extra: Vec<f64> = if lp {
+            let per_slot = shape.heads * shape.state_elems();
+            let c: Vec<f64> = host(&s, &ring.ckpt).iter().map(|&v| v as f64).collect();
+            (0..batch)
+                .flat_map(|r| {
+                    f16_checkpoint_bound(shape, &c[slots[r] * per_slot..(slots[r] + 1) * per_slot], &inputs[r])
+                })
+                .collect()
+        } else {
+            vec![]
+        };
         launch(&step_k, &s, config.step_grid(batch), &args);
         drop(args);
         let what = format!("L={l} step {t}");
@@ -153,11 +170,14 @@ fn run(case: Case) {
             }
         }
         ring.swap();
+        if lp {
+            ring.check_lp(&s, shape, &(1..n_slots).collect::<Vec<_>>(), &what);
+        }
         let mut want = vec![0.0; batch * per_row];
         let mut want_replay = vec![0.0; batch * per_row];
         recurrent_step(&params, &mut truth, &slots, &inputs, &mut want);
         rc.decode_step(&params, &slots, &inputs, &mut want_replay);
-        check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, per_row);
+        check_outputs_within(&format!("{what} y"), &host(&s, &out), &want, &live, per_row, &extra);
         for &sl in slots.iter().filter(|&&x| x != 0) {
             let before = &meta_before[sl * META_WORDS..(sl + 1) * META_WORDS];
             let flushed = before[2] != 0;
@@ -213,6 +233,7 @@ fn window_1_is_conventional_decoding() {
         early: false,
         prefetch: false,
         fr: 2,
+        lp: false,
         warps: 4,
         seed: 1,
     });
@@ -230,6 +251,7 @@ fn window_1_early_folds_the_early_tile() {
         early: true,
         prefetch: false,
         fr: 8,
+        lp: false,
         warps: 2,
         seed: 11,
     });
@@ -245,6 +267,7 @@ fn window_4_without_gate_two_programs_per_head() {
         early: false,
         prefetch: false,
         fr: 2,
+        lp: false,
         warps: 4,
         seed: 2,
     });
@@ -260,6 +283,7 @@ fn window_16_one_head_per_program() {
         early: true,
         prefetch: false,
         fr: 4,
+        lp: false,
         warps: 4,
         seed: 3,
     });
@@ -275,6 +299,7 @@ fn window_32_without_gate() {
         early: false,
         prefetch: false,
         fr: 8,
+        lp: false,
         warps: 4,
         seed: 4,
     });
@@ -290,6 +315,7 @@ fn window_4_programs_straddle_heads() {
         early: true,
         prefetch: false,
         fr: 1,
+        lp: false,
         warps: 4,
         seed: 5,
     });
@@ -308,6 +334,7 @@ fn one_and_two_warps() {
             early: true,
             prefetch: false,
             fr: 2,
+            lp: false,
             warps,
             seed: 40 + i as u64,
         });
@@ -319,6 +346,7 @@ fn one_and_two_warps() {
             early: i == 0,
             prefetch: false,
             fr: 4,
+            lp: false,
             warps,
             seed: 42 + i as u64,
         });
@@ -335,9 +363,31 @@ fn window_4_flush_in_several_row_blocks() {
         early: false,
         prefetch: false,
         fr: 2,
+        lp: false,
         warps: 4,
         seed: 6,
     });
+}
+
+#[test]
+fn two_precisions_flushes_write_the_f16_checkpoint() {
+    // LP: every flush block writes the f16 of the checkpoint rows it folds (several row
+    // blocks, and one block of all rows after EARLY loaded the f16 tile); non-flush steps read
+    // the f16 checkpoint (outputs within its rounding bound of the recurrence).
+    for (i, (early, fr)) in [(false, 2), (true, 8)].into_iter().enumerate() {
+        run(Case {
+            shape: WIDE_KEYS,
+            l: 4,
+            gated: true,
+            bv: 8,
+            early,
+            prefetch: false,
+            fr,
+            lp: true,
+            warps: 4,
+            seed: 60 + i as u64,
+        });
+    }
 }
 
 #[test]
@@ -350,6 +400,7 @@ fn window_8_programs_over_several_heads() {
         early: false,
         prefetch: false,
         fr: 4,
+        lp: false,
         warps: 4,
         seed: 7,
     });
@@ -392,6 +443,7 @@ fn every_tuning_point_matches_the_recurrence() {
             early,
             prefetch,
             fr,
+            lp: false,
             warps,
             seed: 100 + i as u64,
         });

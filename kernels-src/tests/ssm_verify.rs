@@ -34,6 +34,8 @@ struct Case {
     async_copy: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
+    /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
+    lp: bool,
     seed: u64,
 }
 
@@ -99,6 +101,7 @@ fn run(case: Case) {
         shared_weights,
         async_copy,
         early,
+        lp,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -137,6 +140,7 @@ fn run(case: Case) {
         shared_weights,
         async_copy,
         early,
+        lp,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
@@ -175,6 +179,9 @@ fn run(case: Case) {
                     ArgValue::I32(n_slots as i32),
                     ArgValue::I32(n as i32),
                 ]);
+                // With LP the verification reads the f16 checkpoints: their rounding bounds the
+                // outputs' extra error.
+                let ckpt_before = lp.then(|| host(&s, &ring.ckpt));
                 launch(&verify_k, &s, grid, &args);
                 // The pre-flush, for the rows whose flag is set.
                 let mut fold_args = vec![arg(&par[0]), arg(&slot_idx)];
@@ -182,7 +189,22 @@ fn run(case: Case) {
                 fold_args.extend([ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
                 launch(&fold_k, &s, grid, &fold_args);
                 let want = truth_verify(&params, &truth, &slots, &drafts, n);
-                check_outputs(&format!("{what} y"), &host(&s, &out), &want, &live, n * per_tok);
+                let extra: Vec<f64> = match &ckpt_before {
+                    Some(c) => {
+                        let per_slot = shape.heads * shape.state_elems();
+                        let c: Vec<f64> = c.iter().map(|&v| v as f64).collect();
+                        (0..batch)
+                            .flat_map(|r| {
+                                let slot = &c[slots[r] * per_slot..(slots[r] + 1) * per_slot];
+                                drafts[r]
+                                    .iter()
+                                    .flat_map(move |tok| f16_checkpoint_bound(shape, slot, tok))
+                            })
+                            .collect()
+                    }
+                    None => vec![],
+                };
+                check_outputs_within(&format!("{what} y"), &host(&s, &out), &want, &live, n * per_tok, &extra);
                 if let Some(rc) = rc.as_mut() {
                     let mut o = vec![0.0; batch * n * per_tok];
                     rc.verify(&params, &slots, &drafts, &mut o);
@@ -228,6 +250,10 @@ fn run(case: Case) {
             n_next,
         );
         launch(&commit_k, &s, (1, 1, 1), &commit);
+        if lp {
+            // Every flush (the fold, a decode step's) wrote both checkpoints.
+            ring.check_lp(&s, shape, &(1..n_slots).collect::<Vec<_>>(), &what);
+        }
         if let Some(rc) = rc.as_mut() {
             rc.commit(&slots, &accepted, n_next);
         }
@@ -282,6 +308,7 @@ fn speculative_window_4_drafts_3() {
         shared_weights: false,
         async_copy: false,
         early: false,
+        lp: false,
         seed: 11,
     });
 }
@@ -303,8 +330,36 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         shared_weights: true,
         async_copy: true,
         early: false,
+        lp: false,
         seed: 12,
     });
+}
+
+#[test]
+fn two_precisions_verify_from_the_f16_checkpoint() {
+    // LP: every flush (decode steps' and the fold) writes the f16 checkpoint with the f32 one,
+    // the verification reads it (plain, PREFETCH and ASYNC head loops); outputs stay within the
+    // bf16 tolerance of the recurrence, the f16 copy equal to the f16 of the checkpoint.
+    for (i, (prefetch, async_copy)) in [(false, false), (true, false), (false, true)].into_iter().enumerate() {
+        run(Case {
+            shape: CPU_TEST,
+            l: 8,
+            t_max: 4,
+            steps: 30,
+            p_decode: 0.3,
+            gated: i != 1,
+            bv: 8,
+            hb: 3,
+            warps: 4,
+            fc: 8,
+            prefetch,
+            shared_weights: false,
+            async_copy,
+            early: false,
+            lp: true,
+            seed: 40 + i as u64,
+        });
+    }
 }
 
 #[test]
@@ -324,6 +379,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         shared_weights: false,
         async_copy: false,
         early: true,
+        lp: false,
         seed: 13,
     });
 }
@@ -467,6 +523,7 @@ fn every_tuning_point_matches_the_recurrence() {
             shared_weights,
             async_copy,
             early: i % 3 == 1,
+            lp: false,
             seed: 200 + i as u64,
         });
     }

@@ -9,7 +9,7 @@
 //! when `L` is odd — or of verification + commit pairs), so launch overhead counts the same
 //! for both methods. Writes JSON and a PNG plot.
 
-use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, StepIo};
+use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo};
 use super::tuning::{plans, traffic, SsmPlans, WindowRunner};
 use crate::bench::{copy_bandwidth, write_json, CopyResult, Plan};
 use crate::devices::Choice;
@@ -101,6 +101,13 @@ pub struct VerifyResult {
     pub replay_ms: f64,
     /// `replay_ms` over one conventional step.
     pub replay_vs_step: f64,
+    /// The same with two state precisions (the plan's tiles, [`ReplayPlan::lp`]: the
+    /// verification reads f16 copies of the checkpoints, every flush writes both), ms.
+    #[serde(default)]
+    pub replay_lp_ms: f64,
+    /// `replay_lp_ms` over one conventional step.
+    #[serde(default)]
+    pub replay_lp_vs_step: f64,
     /// The snapshot-per-draft baseline, ms.
     pub snapshot_ms: f64,
     /// `snapshot_ms` over one conventional step.
@@ -158,6 +165,13 @@ pub struct SsmRow {
     pub replay_ms: f64,
     /// Conventional over replay.
     pub speedup: f64,
+    /// Replay with two state precisions (the same plan, [`ReplayPlan::lp`]: non-flush steps
+    /// read f16 copies of the checkpoints, flushes write both), ms per step.
+    #[serde(default)]
+    pub replay_lp_ms: f64,
+    /// Conventional over `replay_lp_ms`.
+    #[serde(default)]
+    pub speedup_lp: f64,
     /// The byte-ceiling speedup at this window.
     pub ceiling: f64,
     /// Replay byte floor per step (window bytes / L).
@@ -261,7 +275,7 @@ fn bench_row(
     // Conventional: a graph of 16 steps; replay: one whole window (L launches; two windows
     // when L is odd). Timed in turns, `rounds` times.
     let l = plans.replay.window;
-    let (conventional_ms, replay_ms) = {
+    let (conventional_ms, replay_ms, replay_lp_ms) = {
         let mut conv = Mamba2ConventionalState::new(
             stream,
             shape,
@@ -286,13 +300,20 @@ fn bench_row(
         };
         let g = graph_or_loop(stream, steps)?;
         let w = WindowRunner::new(stream, shape, &params, batch, args.gated, plans.replay)?;
-        let (mut conv_ms, mut replay_ms) = (Vec::new(), Vec::new());
+        // The same plan with two state precisions: non-flush steps read f16 checkpoints.
+        let two = ReplayPlan {
+            lp: true,
+            ..plans.replay
+        };
+        let w_lp = WindowRunner::new(stream, shape, &params, batch, args.gated, two)?;
+        let (mut conv_ms, mut replay_ms, mut replay_lp_ms) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..timing.rounds.max(1) {
             conv_ms.push(timed(stream, settings, &g, steps, GRAPH_STEPS)?);
             replay_ms.push(timed(stream, settings, &None, |s| w.run(s), w.steps())?);
+            replay_lp_ms.push(timed(stream, settings, &None, |s| w_lp.run(s), w_lp.steps())?);
         }
         let mid = |v: &[f64]| median(v).unwrap_or(f64::NAN);
-        (mid(&conv_ms), mid(&replay_ms))
+        (mid(&conv_ms), mid(&replay_ms), mid(&replay_lp_ms))
     };
     let conventional_bytes = tm.conventional_step();
     let conventional_of_copy = conventional_bytes / (conventional_ms * 1e-3) / 1e9 / copy_gbps;
@@ -302,7 +323,15 @@ fn bench_row(
     // Verification + commit vs snapshots.
     let mut verify = Vec::new();
     if max_t > 0 {
-        let mut rs = Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.verify)?;
+        // One checkpoint precision (the plan's), and two.
+        let two = ReplayPlan {
+            lp: true,
+            ..plans.verify
+        };
+        let mut states = [
+            Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.verify)?,
+            Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, two)?,
+        ];
         let mut conv =
             Mamba2ConventionalState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.conventional)?;
         conv.fill(stream)?;
@@ -310,23 +339,27 @@ fn bench_row(
         io.randomize(stream, 9)?;
         for &n in &args.drafts {
             let accepted = super::tuning::accepted_drafts(n);
-            // Fresh sequences ready to verify n drafts.
-            for row in 0..batch {
-                rs.release(stream, row)?;
-            }
-            rs.fill(stream, Next::Verify(n))?;
-            rs.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
-            rs.prepare_verify(&io, n)?;
-            let cycle = |s: &Stream| {
-                for _ in 0..GRAPH_STEPS {
-                    rs.verify(s, &io, n)?;
-                    rs.commit(s, Next::Verify(n))?;
+            let mut cycle_ms = [0.0; 2];
+            for (rs, ms) in states.iter_mut().zip(&mut cycle_ms) {
+                // Fresh sequences ready to verify n drafts.
+                for row in 0..batch {
+                    rs.release(stream, row)?;
                 }
-                Ok(())
-            };
-            let g = graph_or_loop(stream, cycle)?;
-            let replay_ms = timed(stream, settings, &g, cycle, GRAPH_STEPS)?;
-            drop(g);
+                rs.fill(stream, Next::Verify(n))?;
+                rs.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
+                rs.prepare_verify(&io, n)?;
+                let rs = &*rs;
+                let cycle = |s: &Stream| {
+                    for _ in 0..GRAPH_STEPS {
+                        rs.verify(s, &io, n)?;
+                        rs.commit(s, Next::Verify(n))?;
+                    }
+                    Ok(())
+                };
+                let g = graph_or_loop(stream, cycle)?;
+                *ms = timed(stream, settings, &g, cycle, GRAPH_STEPS)?;
+            }
+            let [replay_ms, replay_lp_ms] = cycle_ms;
             conv.prepare_verify(&io, n)?;
             let snaps = |s: &Stream| {
                 for _ in 0..GRAPH_STEPS {
@@ -341,6 +374,8 @@ fn bench_row(
                 accepted,
                 replay_ms,
                 replay_vs_step: replay_ms / conventional_ms,
+                replay_lp_ms,
+                replay_lp_vs_step: replay_lp_ms / conventional_ms,
                 snapshot_ms,
                 snapshot_vs_step: snapshot_ms / conventional_ms,
             });
@@ -356,6 +391,8 @@ fn bench_row(
         conventional_of_copy,
         replay_ms,
         speedup: conventional_ms / replay_ms,
+        replay_lp_ms,
+        speedup_lp: conventional_ms / replay_lp_ms,
         ceiling: tm.ceiling_speedup(l),
         replay_bytes,
         replay_of_copy,
@@ -462,6 +499,8 @@ pub fn run_report(choice: &Choice, args: &SsmBenchArgs) -> Result<SsmReport, Cli
                         conventional_of_copy: f64::NAN,
                         replay_ms: f64::NAN,
                         speedup: f64::NAN,
+                        replay_lp_ms: f64::NAN,
+                        speedup_lp: f64::NAN,
                         ceiling: f64::NAN,
                         replay_bytes: f64::NAN,
                         replay_of_copy: f64::NAN,
@@ -491,7 +530,8 @@ pub fn run_report(choice: &Choice, args: &SsmBenchArgs) -> Result<SsmReport, Cli
     })
 }
 
-/// The main table: conventional, replay, Triton.
+/// The main table: conventional, replay (f32 checkpoints; and with f16 copies read by the
+/// non-flush steps, two state precisions), Triton.
 pub fn table(report: &SsmReport) -> Table {
     let mut t = Table::new([
         "model",
@@ -503,10 +543,12 @@ pub fn table(report: &SsmReport) -> Table {
         "speedup",
         "ceiling",
         "replay/copy",
+        "f16 ckpt ms",
+        "speedup",
         "triton ms",
         "ours/triton",
     ])
-    .right(1..11);
+    .right(1..13);
     for r in &report.rows {
         if let Some(e) = &r.error {
             t.row([r.model.clone(), r.batch.to_string(), format!("ERROR: {e}")]);
@@ -523,6 +565,8 @@ pub fn table(report: &SsmReport) -> Table {
             format!("{}×", sig(r.speedup, 3)),
             format!("{}×", sig(r.ceiling, 3)),
             pct(r.replay_of_copy),
+            sig(r.replay_lp_ms, 4),
+            format!("{}×", sig(r.speedup_lp, 3)),
             r.triton.as_ref().map_or("-".into(), |t| sig(t.ms, 4)),
             r.triton
                 .as_ref()
@@ -532,7 +576,8 @@ pub fn table(report: &SsmReport) -> Table {
     t
 }
 
-/// The verification table: per draft count, replay and snapshots in units of one step.
+/// The verification table: per draft count, replay (f32 checkpoints; and with their f16 copies
+/// read by the verification, two state precisions) and snapshots in units of one step.
 pub fn verify_table(report: &SsmReport) -> Table {
     let mut t = Table::new([
         "model",
@@ -542,10 +587,12 @@ pub fn verify_table(report: &SsmReport) -> Table {
         "L",
         "verify ms",
         "÷ step",
+        "f16 ckpt ms",
+        "÷ step",
         "snapshots ms",
         "÷ step",
     ])
-    .right(1..9);
+    .right(1..11);
     for r in report.rows.iter().filter(|r| r.error.is_none()) {
         for v in &r.verify {
             t.row([
@@ -556,6 +603,8 @@ pub fn verify_table(report: &SsmReport) -> Table {
                 r.plans.verify.window.to_string(),
                 sig(v.replay_ms, 4),
                 format!("{}×", sig(v.replay_vs_step, 3)),
+                sig(v.replay_lp_ms, 4),
+                format!("{}×", sig(v.replay_lp_vs_step, 3)),
                 sig(v.snapshot_ms, 4),
                 format!("{}×", sig(v.snapshot_vs_step, 3)),
             ]);
@@ -694,7 +743,8 @@ pub fn print(out: &mut dyn Write, report: &SsmReport) -> std::io::Result<()> {
         out,
         "one Mamba-2 layer, fp32 state, bf16 activations, z {}; ms per decode step (median of {} after {} warm-up; \
          conventional and replay in {} alternating rounds, median of rounds; every sequence a CUDA graph on a GPU); \
-         replay amortised over a whole window of L steps",
+         replay amortised over a whole window of L steps; f16 ckpt = the same plan with two state precisions \
+         (non-flush steps read f16 copies of the f32 checkpoints, flushes write both)",
         if report.gated { "on" } else { "off" },
         report.settings.1,
         report.settings.0,
@@ -705,7 +755,7 @@ pub fn print(out: &mut dyn Write, report: &SsmReport) -> std::io::Result<()> {
     if !vt.is_empty() {
         writeln!(
             out,
-            "\nspeculative verification (+ commit) vs snapshot per draft; ÷ step = over one conventional step"
+            "\nspeculative verification (+ commit) vs snapshot per draft; ÷ step = over one conventional step; f16 ckpt = two state precisions (the verification reads f16 copies of the f32 checkpoints)"
         )?;
         write!(out, "{vt}")?;
     }

@@ -5,7 +5,7 @@
 
 use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::ModelShape;
-use replay_kernels::testing::{check_close, rms};
+use replay_kernels::testing::{check_close, check_close_within, rms};
 pub use replay_kernels::testing::{random_input, random_params, Rng};
 
 /// A random f32-valued initial state of one slot.
@@ -26,6 +26,11 @@ pub fn recur(params: &Mamba2Params, truth: &mut SlotStates, slot: usize, tok: &S
 /// Fails unless every `|got − want| ≤ rtol·|want| + atol_rel·rms(want)` (NaN never passes).
 pub fn close(what: &str, got: &[f64], want: &[f64], rtol: f64, atol_rel: f64) {
     check_close(what, got, want, rtol, atol_rel * rms(want).max(1e-30));
+}
+
+/// [`close`] with a known error bound per element added to its tolerance (`extra`).
+pub fn close_within(what: &str, got: &[f64], want: &[f64], (rtol, atol_rel): (f64, f64), extra: &[f64]) {
+    check_close_within(what, got, want, rtol, atol_rel * rms(want).max(1e-30), extra);
 }
 
 /// bf16 outputs (one rounding of an f32 result).

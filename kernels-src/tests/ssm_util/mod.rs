@@ -163,17 +163,24 @@ pub const STATE_ATOL_REL: f64 = 2e-5;
 
 /// Compares bf16 outputs `[row][tok][head][dv]` of live rows; padding rows must still hold NaN.
 pub fn check_outputs(what: &str, got: &[bf16], want: &[f64], live: &[bool], per_row: usize) {
+    check_outputs_within(what, got, want, live, per_row, &[]);
+}
+
+/// [`check_outputs`] with a known error bound per output added to its tolerance (`extra`,
+/// laid out like `want`; empty: none).
+pub fn check_outputs_within(what: &str, got: &[bf16], want: &[f64], live: &[bool], per_row: usize, extra: &[f64]) {
     let scale = rms(want);
     for (r, &is_live) in live.iter().enumerate() {
         let g = &got[r * per_row..(r + 1) * per_row];
         if is_live {
             let g: Vec<f64> = g.iter().map(|v| v.to_f64()).collect();
-            check_close(
+            check_close_within(
                 &format!("{what} row {r}"),
                 &g,
                 &want[r * per_row..(r + 1) * per_row],
                 OUT_RTOL,
                 OUT_ATOL_REL * scale,
+                extra.get(r * per_row..(r + 1) * per_row).unwrap_or(&[]),
             );
         } else {
             assert!(g.iter().all(|v| v.is_nan()), "{what}: padding row {r} was written");
@@ -192,6 +199,8 @@ pub struct Ring {
     pub rec_x: DeviceBuffer<bf16>,
     pub rec_b: DeviceBuffer<bf16>,
     pub ckpt: DeviceBuffer<f32>,
+    /// The low-precision checkpoints (the kernels' `LP`): the f16 of `ckpt`, slot 0 NaN too.
+    pub ckpt_lp: DeviceBuffer<f16>,
 }
 
 /// Poison of slot 0 in the counters.
@@ -224,15 +233,18 @@ impl Ring {
             rec_dt: buf(s, &vec![f32::NAN; slots * cap * shape.heads]),
             rec_x: buf(s, &vec![bf16::NAN; slots * cap * shape.heads * shape.dv]),
             rec_b: buf(s, &vec![bf16::NAN; slots * cap * shape.groups * shape.dk]),
+            ckpt_lp: buf(s, &ckpt.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>()),
             ckpt: buf(s, &ckpt),
         }
     }
 
-    /// The ring's arguments of `mamba2_verify`: counters, checkpoints, records `dt'`, `x`, `B`.
-    pub fn args(&self) -> [ArgValue<'_>; 5] {
+    /// The ring's arguments of `mamba2_verify`: counters, checkpoints (both), records `dt'`,
+    /// `x`, `B`.
+    pub fn args(&self) -> [ArgValue<'_>; 6] {
         [
             arg(&self.meta),
             arg(&self.ckpt),
+            arg(&self.ckpt_lp),
             arg(&self.rec_dt),
             arg(&self.rec_x),
             arg(&self.rec_b),
@@ -240,12 +252,13 @@ impl Ring {
     }
 
     /// The ring's arguments of `mamba2_replay_step`: counters read, counters written,
-    /// checkpoints, records `dt'`, `x`, `B`.
-    pub fn step_args(&self) -> [ArgValue<'_>; 6] {
+    /// checkpoints (both), records `dt'`, `x`, `B`.
+    pub fn step_args(&self) -> [ArgValue<'_>; 7] {
         [
             arg(&self.meta),
             arg(&self.meta_out),
             arg(&self.ckpt),
+            arg(&self.ckpt_lp),
             arg(&self.rec_dt),
             arg(&self.rec_x),
             arg(&self.rec_b),
@@ -291,6 +304,25 @@ impl Ring {
         slot_f64(&host(s, &self.ckpt), slot, shape.heads * shape.state_elems())
     }
 
+    /// Asserts that the low-precision checkpoint of every slot in `slots` is the f16 (round to
+    /// nearest) of its checkpoint, element by element (a NaN never matches).
+    pub fn check_lp(&self, s: &Stream, shape: ModelShape, slots: &[usize], what: &str) {
+        let (hp, lp) = (host(s, &self.ckpt), host(s, &self.ckpt_lp));
+        let n = shape.heads * shape.state_elems();
+        for &slot in slots {
+            for e in slot * n..(slot + 1) * n {
+                let want = f16::from_f32(hp[e]);
+                assert!(
+                    !hp[e].is_nan() && lp[e].to_bits() == want.to_bits(),
+                    "{what}: slot {slot} element {}: low-precision {} for checkpoint {}",
+                    e - slot * n,
+                    lp[e],
+                    hp[e]
+                );
+            }
+        }
+    }
+
     /// The logical state of `slot`: its checkpoint with its `h` committed records folded in by
     /// the plain recurrence, in f64.
     pub fn logical_state(&self, s: &Stream, shape: ModelShape, params: &Mamba2Params, slot: usize) -> Vec<f64> {
@@ -325,6 +357,7 @@ impl Ring {
     pub fn slot0_bits(&self, s: &Stream, shape: ModelShape) -> Vec<u64> {
         let n = shape.heads * shape.state_elems();
         let mut v: Vec<u64> = host(s, &self.ckpt)[..n].iter().map(|x| x.to_bits() as u64).collect();
+        v.extend(host(s, &self.ckpt_lp)[..n].iter().map(|x| x.to_bits() as u64));
         v.extend(host(s, &self.meta)[..META_WORDS].iter().map(|&x| x as u32 as u64));
         v.extend(host(s, &self.meta_out)[..META_WORDS].iter().map(|&x| x as u32 as u64));
         v.extend(
@@ -408,6 +441,8 @@ pub struct ReplayConfig {
     pub fc: usize,
     /// The replay step's `FR` (state rows per flush block).
     pub fr: usize,
+    /// `LP` of all three: flushes write the f16 checkpoint too, the verification reads it.
+    pub lp: bool,
 }
 
 impl ReplayConfig {
@@ -428,6 +463,7 @@ impl ReplayConfig {
             async_copy: false,
             fc: 32,
             fr: 8,
+            lp: false,
         }
     }
 
@@ -448,6 +484,7 @@ impl ReplayConfig {
                 EARLY: self.early,
                 PREFETCH: self.prefetch,
                 FR: self.fr,
+                LP: self.lp,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },
@@ -473,6 +510,7 @@ impl ReplayConfig {
                 PREFETCH: self.prefetch,
                 SHARED_WEIGHTS: self.shared_weights,
                 ASYNC: self.async_copy,
+                LP: self.lp,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },
@@ -495,6 +533,7 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 FC: self.fc,
+                LP: self.lp,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -83,6 +83,7 @@ impl LayerCore {
         state_slots: usize,
         gated: bool,
         with_meta: bool,
+        lp: bool,
     ) -> Result<LayerCore> {
         Ok(LayerCore {
             shape,
@@ -92,7 +93,7 @@ impl LayerCore {
             table: SlotTable::new(batch, slots),
             weights: Mamba2Weights::upload(stream, params)?,
             slot_idx: DeviceBuffer::zeros(stream, batch)?,
-            admit_k: AdmitKernel::new(stream.device(), &shape, with_meta)?,
+            admit_k: AdmitKernel::new(stream, &shape, with_meta, lp)?,
         })
     }
 
@@ -101,20 +102,21 @@ impl LayerCore {
         &self.table.row_slot
     }
 
-    /// Takes a free slot for padding row `row`, copies `initial` into it in `state` and resets
-    /// its counters in `meta` to flush flag `flag`. Returns the slot.
+    /// Takes a free slot for padding row `row`, copies `initial` into it in `state` (and its f16
+    /// into `state_lp`, when given) and resets its counters in `meta` to flush flag `flag`.
+    /// Returns the slot.
     pub(super) fn admit(
         &mut self,
         stream: &Stream,
         row: usize,
         initial: Option<&[f32]>,
-        state: &DeviceBuffer<f32>,
+        (state, state_lp): (&DeviceBuffer<f32>, Option<&DeviceBuffer<half::f16>>),
         meta: &DeviceBuffer<i32>,
         flag: bool,
     ) -> Result<usize> {
         let slot = self.table.take(row)?;
         self.admit_k
-            .run(stream, slot, initial, state, meta, self.state_slots, flag)?;
+            .run(stream, slot, initial, state, state_lp, meta, self.state_slots, flag)?;
         self.slot_idx.copy_from_host(stream, &self.table.row_slot)?;
         Ok(slot)
     }

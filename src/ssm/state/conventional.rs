@@ -46,7 +46,7 @@ impl Mamba2ConventionalState {
         let total = slots + batch * t;
         let snaps: Vec<i32> = (0..batch * t).map(|i| (slots + i) as i32).collect();
         Ok(Mamba2ConventionalState {
-            core: LayerCore::new(stream, shape, params, batch, slots, total, gated, false)?,
+            core: LayerCore::new(stream, shape, params, batch, slots, total, gated, false, false)?,
             plan,
             state: DeviceBuffer::zeros(stream, total * shape.heads * shape.dv * shape.dk)?,
             snap_idx: DeviceBuffer::from_host(stream, &if snaps.is_empty() { vec![0] } else { snaps })?,
@@ -125,7 +125,8 @@ impl DecodeLayer for Mamba2ConventionalState {
         "conventional"
     }
     fn admit(&mut self, stream: &Stream, row: usize, initial: Option<&[f32]>, _next: Next) -> Result<usize> {
-        self.core.admit(stream, row, initial, &self.state, &self.no_meta, false)
+        self.core
+            .admit(stream, row, initial, (&self.state, None), &self.no_meta, false)
     }
     fn step(&self, stream: &Stream, io: &StepIo) -> Result<()> {
         go(

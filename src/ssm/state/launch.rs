@@ -6,7 +6,7 @@ use replay_dsl::{KernelDef, Specialization};
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::launch::check::scalar_ints;
 use replay_runtime::launch::kernel::Engine;
-use replay_runtime::{ArgValue, CompiledKernel, Device, DeviceBuffer, Grid, KernelExt, RuntimeError, Stream};
+use replay_runtime::{ArgValue, CompiledKernel, DeviceBuffer, Grid, KernelExt, RuntimeError, Stream};
 
 /// Compiles the layer kernel `$kernel` (a module with `Kernel` and `Config`) for `$shape` and
 /// `$tiles` (`BV`, warps), plus its other `Config` fields (`HAS_Z`, `L`, `T`, `HB`, …).
@@ -49,11 +49,15 @@ pub(super) fn buf<T: replay_runtime::HostElem>(b: &DeviceBuffer<T>) -> ArgValue<
 pub(super) struct AdmitKernel {
     k: CompiledKernel<mamba2_admit::Kernel>,
     state_elems: usize,
+    /// The `state_lp` argument of a kernel compiled without `LP` (read by nothing).
+    no_lp: DeviceBuffer<half::f16>,
 }
 
 impl AdmitKernel {
-    /// Compiles the kernel; `with_meta` makes it reset the slot's counters too.
-    pub(super) fn new(device: &Device, shape: &ModelShape, with_meta: bool) -> Result<AdmitKernel> {
+    /// Compiles the kernel; `with_meta` makes it reset the slot's counters too, `lp` write the
+    /// low-precision checkpoint too.
+    pub(super) fn new(stream: &Stream, shape: &ModelShape, with_meta: bool, lp: bool) -> Result<AdmitKernel> {
+        let device = stream.device();
         let state_elems = shape.heads * shape.state_elems();
         let k = mamba2_admit::Kernel::compile(
             device,
@@ -61,15 +65,21 @@ impl AdmitKernel {
                 STATE: state_elems,
                 WITH_META: with_meta,
                 BLOCK: 1024,
+                LP: lp,
                 num_warps: 4,
                 min_blocks: 1,
             },
         )?;
-        Ok(AdmitKernel { k, state_elems })
+        Ok(AdmitKernel {
+            k,
+            state_elems,
+            no_lp: DeviceBuffer::zeros(stream, 1)?,
+        })
     }
 
-    /// Copies `initial` (zeros when `None`) into `slot` of `state` (`slots` slots) and resets
-    /// the slot's counters in `meta` with flush flag `flag`; waits for the copy.
+    /// Copies `initial` (zeros when `None`) into `slot` of `state` (`slots` slots) and of
+    /// `state_lp` (its f16, when compiled with `lp`) and resets the slot's counters in `meta`
+    /// with flush flag `flag`; waits for the copy.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         &self,
@@ -77,6 +87,7 @@ impl AdmitKernel {
         slot: usize,
         initial: Option<&[f32]>,
         state: &DeviceBuffer<f32>,
+        state_lp: Option<&DeviceBuffer<half::f16>>,
         meta: &DeviceBuffer<i32>,
         slots: usize,
         flag: bool,
@@ -103,6 +114,7 @@ impl AdmitKernel {
                 buf(&which),
                 buf(&init),
                 buf(state),
+                buf(state_lp.unwrap_or(&self.no_lp)),
                 buf(meta),
                 ArgValue::I32(1),
                 ArgValue::I32(slots as i32),

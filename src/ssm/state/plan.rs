@@ -146,6 +146,10 @@ pub struct ReplayPlan {
     pub verify: Tiles,
     /// Tiles of `mamba2_fold`, the verification's pre-flush (unused when `max_drafts == 0`).
     pub fold: Tiles,
+    /// Two state precisions: an f16 copy of every checkpoint (written with it by every flush,
+    /// read by the verification instead of the f32 one; the recurrence stays f32).
+    #[serde(default)]
+    pub lp: bool,
 }
 
 impl ReplayPlan {
@@ -188,6 +192,7 @@ impl ReplayPlan {
                 flush_columns: shape.dk,
                 ..tiles(head_bv, hb_up_to(4))
             },
+            lp: false,
         }
     }
 }

@@ -44,6 +44,8 @@ pub struct Mamba2ReplayState {
     plan: ReplayPlan,
     /// Checkpoints `[slots, heads, dv, dk]`.
     pub ckpt: DeviceBuffer<f32>,
+    /// Their f16 copies with [`ReplayPlan::lp`] (else one unused element).
+    pub ckpt_lp: DeviceBuffer<half::f16>,
     /// Ring `dt'` `[slots, L+T, heads]`.
     pub rec_dt: DeviceBuffer<f32>,
     /// Ring `x` `[slots, L+T, heads, dv]`.
@@ -88,17 +90,17 @@ impl Mamba2ReplayState {
         let (l, t) = (plan.window, plan.max_drafts);
         let cap = l + t;
         let (h, dv, dk, g) = (shape.heads, shape.dv, shape.dk, shape.groups);
-        let step_k = compile_layer_kernel!(mamba2_replay_step, device, shape, plan.step, HAS_Z: gated, L: l, T: t, EARLY: plan.step.early, PREFETCH: plan.step.prefetch, FR: plan.step.flush_rows)?;
+        let step_k = compile_layer_kernel!(mamba2_replay_step, device, shape, plan.step, HAS_Z: gated, L: l, T: t, EARLY: plan.step.early, PREFETCH: plan.step.prefetch, FR: plan.step.flush_rows, LP: plan.lp)?;
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy)
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp)
             })
             .transpose()?;
         let fold_k = (t > 0)
             .then(|| {
                 let tiles = plan.fold;
-                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns)
+                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, LP: plan.lp)
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(
@@ -112,9 +114,10 @@ impl Mamba2ReplayState {
             },
         )?;
         Ok(Mamba2ReplayState {
-            core: LayerCore::new(stream, shape, params, batch, slots, slots, gated, true)?,
+            core: LayerCore::new(stream, shape, params, batch, slots, slots, gated, true, plan.lp)?,
             plan,
             ckpt: DeviceBuffer::zeros(stream, slots * h * dv * dk)?,
+            ckpt_lp: DeviceBuffer::zeros(stream, if plan.lp { slots * h * dv * dk } else { 1 })?,
             rec_dt: DeviceBuffer::zeros(stream, slots * cap * h)?,
             rec_x: DeviceBuffer::zeros(stream, slots * cap * h * dv)?,
             rec_b: DeviceBuffer::zeros(stream, slots * cap * g * dk)?,
@@ -170,6 +173,7 @@ impl Mamba2ReplayState {
             buf(self.meta()),
             buf(self.meta_next()),
             buf(&self.ckpt),
+            buf(&self.ckpt_lp),
             buf(&self.rec_dt),
             buf(&self.rec_x),
             buf(&self.rec_b),
@@ -186,6 +190,7 @@ impl Mamba2ReplayState {
         a.extend([
             buf(self.meta()),
             buf(&self.ckpt),
+            buf(&self.ckpt_lp),
             buf(&self.rec_dt),
             buf(&self.rec_x),
             buf(&self.rec_b),
@@ -203,6 +208,7 @@ impl Mamba2ReplayState {
             buf(&self.core.slot_idx),
             buf(self.meta()),
             buf(&self.ckpt),
+            buf(&self.ckpt_lp),
             buf(&self.rec_dt),
             buf(&self.rec_x),
             buf(&self.rec_b),
@@ -337,7 +343,8 @@ impl DecodeLayer for Mamba2ReplayState {
     fn admit(&mut self, stream: &Stream, row: usize, initial: Option<&[f32]>, next: Next) -> Result<usize> {
         let flag = initial_flush_flag(0, next.drafts(), self.plan.window);
         let meta = &self.meta[self.parity.get()];
-        self.core.admit(stream, row, initial, &self.ckpt, meta, flag)
+        let lp = self.plan.lp.then_some(&self.ckpt_lp);
+        self.core.admit(stream, row, initial, (&self.ckpt, lp), meta, flag)
     }
     fn step(&self, stream: &Stream, io: &StepIo) -> Result<()> {
         self.step_then(stream, io, Next::Decode)

@@ -357,6 +357,7 @@ pub fn tune_window(
         step: tiles,
         verify: tiles,
         fold: tiles,
+        lp: false,
     };
     tune_window_scheme(
         tuner,

@@ -21,6 +21,8 @@ use replay_dsl::prelude::*;
 /// newest first (tile row `i` is record `h - 1 - i`), so the decay sums are exclusive prefix
 /// sums of the positive `dt'` down the rows.
 ///
+/// With `LP` the low-precision checkpoint is written too (the f16 of every element written).
+///
 /// Contract: `h ≤ L` (as the commit kernel keeps it).
 #[kernel]
 pub fn mamba2_fold(
@@ -28,6 +30,7 @@ pub fn mamba2_fold(
     #[extent(batch)] slot_idx: Ptr<i32>,
     #[extent(slots * 4)] meta: Ptr<i32>,
     #[extent(slots * HEADS * DV * DK)] ckpt: Ptr<f32>,
+    #[extent(slots * HEADS * DV * DK * LP)] ckpt_lp: Ptr<f16>,
     #[extent(slots * (L + T) * HEADS)] rec_dt: Ptr<f32>,
     #[extent(slots * (L + T) * HEADS * DV)] rec_x: Ptr<bf16>,
     #[extent(slots * (L + T) * GROUPS * DK)] rec_b: Ptr<bf16>,
@@ -42,6 +45,7 @@ pub fn mamba2_fold(
     #[constexpr(default = 32)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = 32)] FC: usize,
+    #[constexpr(default = false)] LP: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -62,7 +66,7 @@ pub fn mamba2_fold(
         if flush {
             let start = load(mrow, true);
             let h = load(mrow + 1, true);
-            let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, cap, HEADS, GROUPS, DK, DV);
+            let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
             let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
             // Row i: record h - 1 - i at ring position start + h - 1 - i (< 2·cap: one wrap).
             let i = arange(nr);
@@ -72,6 +76,13 @@ pub fn mamba2_fold(
             let v = program_id(0) * BV + arange(BV);
             let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
             let vm = vmask.expand_dims(1);
+            // Both checkpoints of the elements at `offs` (element offsets from the slot's).
+            let write = |offs: Tile<i32>, s_new: Tile<f32>| {
+                store(state + offs, s_new, vm);
+                if LP {
+                    store(ring.ckpt_lp + offs, s_new.cast::<f16>(), vm);
+                }
+            };
             let cols = arange(fc);
             let keys_of = |kc: Tile<i32>| {
                 let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
@@ -84,8 +95,8 @@ pub fn mamba2_fold(
             let all_keys = (fc == DK).then(|| keys_of(cols));
             for hc in range(0, HB as i32) {
                 let head = head0 + hc;
-                let srow = state + ((head * DV + v) * DK).expand_dims(1);
-                let s_all = (fc == DK).then(|| load(srow + cols.expand_dims(0), vm));
+                let soff = ((head * DV + v) * DK).expand_dims(1);
+                let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm));
                 let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
                 let dt_c = load(ring_dt + pos * HEADS + head, committed);
                 let x_rec = load(
@@ -97,14 +108,16 @@ pub fn mamba2_fold(
                 let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
                 match (all_keys, s_all) {
                     (Some(keys), Some(s_h)) => {
-                        let sptr = srow + cols.expand_dims(0);
-                        store(sptr, dot_acc(wx, keys.cast::<f32>(), gam * s_h), vm);
+                        write(soff + cols.expand_dims(0), dot_acc(wx, keys.cast::<f32>(), gam * s_h));
                     }
                     _ => {
                         for c in range(0, DK / fc) {
                             let kc = c * fc + cols;
-                            let sptr = srow + kc.expand_dims(0);
-                            store(sptr, dot_acc(wx, keys_of(kc).cast::<f32>(), gam * load(sptr, vm)), vm);
+                            let offs = soff + kc.expand_dims(0);
+                            write(
+                                offs,
+                                dot_acc(wx, keys_of(kc).cast::<f32>(), gam * load(state + offs, vm)),
+                            );
                         }
                     }
                 }

@@ -57,6 +57,12 @@
 //!   of `n` drafts `h + n > L`;
 //! - `meta[s][3]` — reserved, 0 (a decode step carries it over).
 //!
+//! **Low-precision checkpoint** (kernels' `LP`, optional): `ckpt_lp: f16 [slots, HEADS, DV,
+//! DK]`, always the round-to-nearest f16 of `ckpt` (ReplaySSM's two state precisions): every
+//! kernel that writes `ckpt` (a flush, the fold) writes both, the recurrence reads only `ckpt`,
+//! and the output-only verification reads `ckpt_lp` (half the bytes, and its `S Q` product one
+//! f16 tensor-core term instead of three tf32 ones), so its error never accumulates.
+//!
 //! The logical state of slot `s` is `S_h = γ_h S_ckpt + Σ_{j<h} γ_{j+1:h} v_j k_jᵀ`.
 //! A fresh slot holds its initial state as checkpoint, `start = 0`, `h = 0` and the flag for
 //! its first launch ([`initial_flush_flag`]).
@@ -114,6 +120,8 @@ pub(super) struct SlotBuffers {
     pub b: Tile<Ptr<bf16>>,
     /// The slot's checkpoint, `[HEADS, DV, DK]`.
     pub ckpt: Tile<Ptr<f32>>,
+    /// The slot's low-precision checkpoint, `[HEADS, DV, DK]` (used only with `LP`).
+    pub ckpt_lp: Tile<Ptr<f16>>,
 }
 
 /// [`SlotBuffers`] of `slot` (offsets in 64 bits; `cap = L + T`, then the shape's
@@ -126,6 +134,7 @@ pub(super) fn slot_buffers(
     rec_x: Tile<Ptr<bf16>>,
     rec_b: Tile<Ptr<bf16>>,
     ckpt: Tile<Ptr<f32>>,
+    ckpt_lp: Tile<Ptr<f16>>,
     cap: usize,
     heads: usize,
     groups: usize,
@@ -138,6 +147,7 @@ pub(super) fn slot_buffers(
         x: rec_x + s * (cap * heads * dv),
         b: rec_b + s * (cap * groups * dk),
         ckpt: ckpt + s * (heads * dv * dk),
+        ckpt_lp: ckpt_lp + s * (heads * dv * dk),
     }
 }
 

@@ -46,7 +46,8 @@ pub const fn head_lanes(bv: usize, dv: usize) -> usize {
 ///   on DRAM after the previous block's product):
 ///   `S_ckpt ← γ_{0:h} S_ckpt + Σ_{j≤h} γ_{j+1:h} dt'_j x_j k_jᵀ` (one `dot` over the records
 ///   per block), written once, and `y = S_ckpt q + D x` from it; this step's record is not
-///   stored (the window is empty afterwards).
+///   stored (the window is empty afterwards). With `LP` the low-precision checkpoint is
+///   written too, and the non-flush branch reads it instead of the f32 one.
 /// - **Counters**: every program reads `meta`, none writes it; program `(row, 0)` writes
 ///   the row's advanced counters to `meta_out[slot]` (`(start, h + 1, flag, ·)`, or `h = 0`
 ///   after a flush, with the flag of a next launch of `next_drafts` drafts, 0 = a decode
@@ -77,6 +78,7 @@ pub fn mamba2_replay_step(
     #[extent(slots * 4)] meta: Ptr<i32>,
     #[extent(slots * 4)] meta_out: Ptr<i32>,
     #[extent(slots * HEADS * DV * DK)] ckpt: Ptr<f32>,
+    #[extent(slots * HEADS * DV * DK * LP)] ckpt_lp: Ptr<f16>,
     #[extent(slots * (L + T) * HEADS)] rec_dt: Ptr<f32>,
     #[extent(slots * (L + T) * HEADS * DV)] rec_x: Ptr<bf16>,
     #[extent(slots * (L + T) * GROUPS * DK)] rec_b: Ptr<bf16>,
@@ -95,6 +97,7 @@ pub fn mamba2_replay_step(
     #[constexpr(default = false)] EARLY: bool,
     #[constexpr(default = false)] PREFETCH: bool,
     #[constexpr(default = 8)] FR: usize,
+    #[constexpr(default = false)] LP: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     let hpg = HEADS / GROUPS;
@@ -142,11 +145,18 @@ pub fn mamba2_replay_step(
     let kk = arange(DK);
     let slot = load(slot_idx + row, true);
     if slot != 0 {
-        let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, cap, HEADS, GROUPS, DK, DV);
+        let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
         let (ring_dt, ring_x, ring_b) = (ring.dt, ring.x, ring.b);
         // The checkpoint tile of the non-flush branch, [BV, DK].
         let srow = ring.ckpt + (r * DK).expand_dims(1);
-        let load_state = || load(srow + kk.expand_dims(0), true);
+        // With LP the non-flush branch reads the f16 checkpoint (half the bytes).
+        let load_state = || {
+            if LP {
+                load(ring.ckpt_lp + (r * DK).expand_dims(1) + kk.expand_dims(0), true).cast::<f32>()
+            } else {
+                load(srow + kk.expand_dims(0), true)
+            }
+        };
         // EARLY: issued before the counters are read (one memory latency less per step; a
         // flush reads it again unless it folds all rows in one block, `FR ≥ BV`).
         let early = EARLY.then(load_state);
@@ -254,14 +264,19 @@ pub fn mamba2_replay_step(
                 let xoff_b = row * (HEADS * DV) + rows;
                 let x_b = load(x + xoff_b, true).cast::<f32>();
                 let wx = (select(current, x_b.expand_dims(0), ring_x_of(rows)) * by_rows(w, lane)).trans();
-                let sptr = ring.ckpt + (rows * DK).expand_dims(1) + kk.expand_dims(0);
-                // With one block of all rows, EARLY's tile is this block: read once.
+                let soff = (rows * DK).expand_dims(1) + kk.expand_dims(0);
+                let sptr = ring.ckpt + soff;
+                // With one block of all rows, EARLY's tile is this block: read once (not with
+                // LP: that tile is the f16 copy, a flush folds the f32 checkpoint).
                 let s_b = match early {
-                    Some(s) if fr == BV => s,
+                    Some(s) if fr == BV && !LP => s,
                     _ => load(sptr, true),
                 };
                 let upd = dot_acc_in(wx, keys, by_rows(decay, lane).expand_dims(1) * s_b, DotPrecision::Ieee);
                 store(sptr, upd, true);
+                if LP {
+                    store(ring.ckpt_lp + soff, upd.cast::<f16>(), true);
+                }
                 let y = gate(sum(upd * qf.expand_dims(0), 1) + by_rows(d_h, lane) * x_b, xoff_b);
                 store(out + xoff_b, y.cast::<bf16>(), true);
             }

@@ -72,6 +72,7 @@ pub fn mamba2_verify(
     #[extent(batch)] slot_idx: Ptr<i32>,
     #[extent(slots * 4)] meta: Ptr<i32>,
     #[extent(slots * HEADS * DV * DK)] ckpt: Ptr<f32>,
+    #[extent(slots * HEADS * DV * DK * LP)] ckpt_lp: Ptr<f16>,
     #[extent(slots * (L + T) * HEADS)] rec_dt: Ptr<f32>,
     #[extent(slots * (L + T) * HEADS * DV)] rec_x: Ptr<bf16>,
     #[extent(slots * (L + T) * GROUPS * DK)] rec_b: Ptr<bf16>,
@@ -91,6 +92,7 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] PREFETCH: bool,
     #[constexpr(default = true)] SHARED_WEIGHTS: bool,
     #[constexpr(default = false)] ASYNC: bool,
+    #[constexpr(default = false)] LP: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -111,7 +113,7 @@ pub fn mamba2_verify(
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
-        let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, cap, HEADS, GROUPS, DK, DV);
+        let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
         let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
         // The row's first token in the inputs; ring positions (start + j < cap + L: one wrap).
         let tok0 = row * n;
@@ -142,6 +144,7 @@ pub fn mamba2_verify(
         let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
         let kq = dot(keys, q_bf); // bf16 products are exact in f32
         let q_t = q_bf.cast::<f32>();
+        let q_lp = q_t.cast::<f16>();
 
         // Which record rows weigh on which draft column: the committed ones on all, draft s' on
         // the columns s ≥ s'; and for draft rows, which drafts' decays lie between s' and s.
@@ -157,12 +160,16 @@ pub fn mamba2_verify(
         // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
         let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
         let xoff_t = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
-        // A head's checkpoint rows [BV, DK].
-        let sptr_of = |head: Tile<i32>| state + ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
+        // A head's checkpoint rows [BV, DK] (element offsets), of `ckpt` or, with LP, of
+        // `ckpt_lp`, whose product with the queries is one f16 term (the bf16 queries are
+        // exact in f16).
+        let soff_of = |head: Tile<i32>| ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
+        let sptr_of = |head: Tile<i32>| state + soff_of(head);
+        let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
         // A head's loads (none where `m` is false), all issued before its products: the
         // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z: the
-        // drafts' x again, unused, without HAS_Z); `head_tiles` adds the checkpoint rows
-        // [BV, DK] after them.
+        // drafts' x again, unused, without HAS_Z); the checkpoint rows [BV, DK] are loaded
+        // after them.
         let head_inputs = |head: Tile<i32>, m: Tile<bool>| {
             let vmr = vmask.expand_dims(0) & m;
             let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
@@ -171,10 +178,6 @@ pub fn mamba2_verify(
             let x_s = load(x + xo, vm & m);
             let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
             (x_rec, x_s, z_s)
-        };
-        let head_tiles = |head: Tile<i32>, m: Tile<bool>| {
-            let (x_rec, x_s, z_s) = head_inputs(head, m);
-            (load(sptr_of(head), vm & m), x_rec, x_s, z_s)
         };
         // The per-head vectors of all HB heads at once, before the head loop, with the head
         // axis first (HB rounded up to a power of two, the extra lanes masked off).
@@ -236,10 +239,10 @@ pub fn mamba2_verify(
             hm & (live & first).expand_dims(0),
         );
 
-        // One head's outputs and records, from its tiles (the checkpoint rows from `st`, called
-        // right before their product); `hc` is its head lane.
+        // One head's outputs and records, from its tiles (`sq` gives the checkpoint rows times
+        // the queries, called right before their use); `hc` is its head lane.
         let per_head =
-            |hc: Tile<i32>, st: &dyn Fn() -> Tile<f32>, (x_rec, x_s, z_s): (Tile<bf16>, Tile<bf16>, Tile<bf16>)| {
+            |hc: Tile<i32>, sq: &dyn Fn() -> Tile<f32>, (x_rec, x_s, z_s): (Tile<bf16>, Tile<bf16>, Tile<bf16>)| {
                 let head = head0 + hc;
                 let lane = hh == hc;
                 let wt_h = match wt {
@@ -254,7 +257,7 @@ pub fn mamba2_verify(
 
                 // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
                 let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-                let mut y = gam_h.expand_dims(0) * dot(st(), q_t) + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
+                let mut y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
                 if HAS_Z {
                     // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
                     let zf = z_s.cast::<f32>();
@@ -268,33 +271,62 @@ pub fn mamba2_verify(
             };
         if ASYNC {
             // The checkpoint rows double-buffered in shared memory: the next head's copied
-            // while this head computes (no registers held for it).
-            let rows = shared::<f32>(2, &[BV, DK]);
-            rows.copy_async(0, sptr_of(head0), vm);
-            for hc in range(0, HB as i32) {
-                let next = hc + 1 < HB as i32;
-                rows.copy_async((hc + 1) % 2, sptr_of(head0 + hc + 1), vm & next);
-                let inputs = head_inputs(head0 + hc, full([], true));
-                let st = || {
-                    wait_async(1);
-                    rows.read(hc % 2)
-                };
-                per_head(hc, &st, inputs);
+            // while this head computes (no registers held for them).
+            if LP {
+                let rows = shared::<f16>(2, &[BV, DK]);
+                rows.copy_async(0, lp_of(head0), vm);
+                for hc in range(0, HB as i32) {
+                    rows.copy_async((hc + 1) % 2, lp_of(head0 + hc + 1), vm & (hc + 1 < HB as i32));
+                    let inputs = head_inputs(head0 + hc, full([], true));
+                    let sq = || {
+                        wait_async(1);
+                        dot(rows.read(hc % 2), q_lp)
+                    };
+                    per_head(hc, &sq, inputs);
+                }
+            } else {
+                let rows = shared::<f32>(2, &[BV, DK]);
+                rows.copy_async(0, sptr_of(head0), vm);
+                for hc in range(0, HB as i32) {
+                    rows.copy_async((hc + 1) % 2, sptr_of(head0 + hc + 1), vm & (hc + 1 < HB as i32));
+                    let inputs = head_inputs(head0 + hc, full([], true));
+                    let sq = || {
+                        wait_async(1);
+                        dot(rows.read(hc % 2), q_t)
+                    };
+                    per_head(hc, &sq, inputs);
+                }
             }
         } else if PREFETCH {
             // The next head's loads are issued before this head's products (two heads' tiles
             // live: more registers).
-            let mut next = head_tiles(head0, full([], true));
-            for hc in range(0, HB as i32) {
-                let cur = next;
-                next = head_tiles(head0 + hc + 1, hc + 1 < HB as i32);
-                let (st, x_rec, x_s, z_s) = cur;
-                per_head(hc, &|| st, (x_rec, x_s, z_s));
+            if LP {
+                let tiles = |head: Tile<i32>, m: Tile<bool>| (head_inputs(head, m), load(lp_of(head), vm & m));
+                let mut next = tiles(head0, full([], true));
+                for hc in range(0, HB as i32) {
+                    let (inputs, st) = next;
+                    next = tiles(head0 + hc + 1, hc + 1 < HB as i32);
+                    per_head(hc, &|| dot(st, q_lp), inputs);
+                }
+            } else {
+                let tiles = |head: Tile<i32>, m: Tile<bool>| (head_inputs(head, m), load(sptr_of(head), vm & m));
+                let mut next = tiles(head0, full([], true));
+                for hc in range(0, HB as i32) {
+                    let (inputs, st) = next;
+                    next = tiles(head0 + hc + 1, hc + 1 < HB as i32);
+                    per_head(hc, &|| dot(st, q_t), inputs);
+                }
             }
         } else {
             for hc in range(0, HB as i32) {
-                let (st, x_rec, x_s, z_s) = head_tiles(head0 + hc, full([], true));
-                per_head(hc, &|| st, (x_rec, x_s, z_s));
+                let inputs = head_inputs(head0 + hc, full([], true));
+                if LP {
+                    let st = load(lp_of(head0 + hc), vm);
+                    per_head(hc, &|| dot(st, q_lp), inputs);
+                } else {
+                    let st = load(sptr_of(head0 + hc), vm);
+                    per_head(hc, &|| dot(st, q_t), inputs);
+                }
             }
         }
         // The drafts' keys, by one program per group.
