@@ -17,6 +17,71 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
     sum(select(m, t, 0.0), 0)
 }
 
+/// A head's inputs besides its checkpoint rows: the records' x `[nr, BV]`, the drafts' x and
+/// z `[BV, tq]`.
+type HeadInputs = (Tile<bf16>, Tile<bf16>, Tile<bf16>);
+
+/// One head's work, given its lane, its checkpoint rows times the queries (computed when asked)
+/// and its inputs.
+type PerHead<'a> = dyn Fn(Tile<i32>, &dyn Fn() -> Tile<f32>, HeadInputs) + 'a;
+
+/// Where the head loop reads each head's checkpoint rows (element type `T`: the f32
+/// checkpoint, or its f16 copy) and the queries it multiplies them with.
+struct HeadRows<'a, T: Float> {
+    /// The rows `[BV, DK]` of a head.
+    ptr: &'a dyn Fn(Tile<i32>) -> Tile<Ptr<T>>,
+    /// Which of them exist.
+    mask: Tile<bool>,
+    /// The queries `Qᵀ` `[DK, tq]` in `T` (exact: bf16 values).
+    q: Tile<T>,
+}
+
+/// The loop over the program's `hb` heads from `head0`: each head's inputs (`inputs`) and
+/// checkpoint rows loaded, then `per_head` given its rows times the queries (computed when it
+/// asks, right before their use). With `ASYNC` the rows are double-buffered in shared memory
+/// (the next head's copied while this head computes, no registers held for them); with
+/// `PREFETCH` the next head's loads are issued before this head's products (two heads' tiles
+/// live: more registers).
+#[kernel_fn]
+fn head_loop<T: Float>(
+    head0: Tile<i32>,
+    hb: usize,
+    shape: [usize; 2],
+    (asynchronous, prefetch): (bool, bool),
+    rows: HeadRows<'_, T>,
+    inputs: &dyn Fn(Tile<i32>, Tile<bool>) -> HeadInputs,
+    per_head: &PerHead<'_>,
+) {
+    let HeadRows { ptr, mask, q } = rows;
+    if asynchronous {
+        let buf = shared::<T>(2, &shape);
+        buf.copy_async(0, ptr(head0), mask);
+        for hc in range(0, hb as i32) {
+            buf.copy_async((hc + 1) % 2, ptr(head0 + hc + 1), mask & (hc + 1 < hb as i32));
+            let head = inputs(head0 + hc, full([], true));
+            let sq = || {
+                wait_async(1);
+                dot(buf.read(hc % 2), q)
+            };
+            per_head(hc, &sq, head);
+        }
+    } else if prefetch {
+        let tiles = |head: Tile<i32>, m: Tile<bool>| (inputs(head, m), load(ptr(head), mask & m));
+        let mut next = tiles(head0, full([], true));
+        for hc in range(0, hb as i32) {
+            let (head, st) = next;
+            next = tiles(head0 + hc + 1, hc + 1 < hb as i32);
+            per_head(hc, &|| dot(st, q), head);
+        }
+    } else {
+        for hc in range(0, hb as i32) {
+            let head = inputs(head0 + hc, full([], true));
+            let st = load(ptr(head0 + hc), mask);
+            per_head(hc, &|| dot(st, q), head);
+        }
+    }
+}
+
 /// Verifies `n_drafts` (`1 ≤ n_drafts ≤ T`) draft tokens per row without materialising any state:
 /// `O = S_ckpt Q D + V (W ⊙ (Kᵀ Q))` plus `D x` (times `silu(z)` when `HAS_Z`), with
 /// `D = diag(γ_{0:h+s})`, `W_{js} = γ_{j+1:h+s}` for `j ≤ h+s` (else 0) and `V = [dt'_j x_j]`.
@@ -269,65 +334,20 @@ pub fn mamba2_verify(
                 // Append the drafts' x at ring positions start + h + s.
                 store(ring_x + xoff(head, pos_d), x_s, omask);
             };
-        if ASYNC {
-            // The checkpoint rows double-buffered in shared memory: the next head's copied
-            // while this head computes (no registers held for them).
-            if LP {
-                let rows = shared::<f16>(2, &[BV, DK]);
-                rows.copy_async(0, lp_of(head0), vm);
-                for hc in range(0, HB as i32) {
-                    rows.copy_async((hc + 1) % 2, lp_of(head0 + hc + 1), vm & (hc + 1 < HB as i32));
-                    let inputs = head_inputs(head0 + hc, full([], true));
-                    let sq = || {
-                        wait_async(1);
-                        dot(rows.read(hc % 2), q_lp)
-                    };
-                    per_head(hc, &sq, inputs);
-                }
-            } else {
-                let rows = shared::<f32>(2, &[BV, DK]);
-                rows.copy_async(0, sptr_of(head0), vm);
-                for hc in range(0, HB as i32) {
-                    rows.copy_async((hc + 1) % 2, sptr_of(head0 + hc + 1), vm & (hc + 1 < HB as i32));
-                    let inputs = head_inputs(head0 + hc, full([], true));
-                    let sq = || {
-                        wait_async(1);
-                        dot(rows.read(hc % 2), q_t)
-                    };
-                    per_head(hc, &sq, inputs);
-                }
-            }
-        } else if PREFETCH {
-            // The next head's loads are issued before this head's products (two heads' tiles
-            // live: more registers).
-            if LP {
-                let tiles = |head: Tile<i32>, m: Tile<bool>| (head_inputs(head, m), load(lp_of(head), vm & m));
-                let mut next = tiles(head0, full([], true));
-                for hc in range(0, HB as i32) {
-                    let (inputs, st) = next;
-                    next = tiles(head0 + hc + 1, hc + 1 < HB as i32);
-                    per_head(hc, &|| dot(st, q_lp), inputs);
-                }
-            } else {
-                let tiles = |head: Tile<i32>, m: Tile<bool>| (head_inputs(head, m), load(sptr_of(head), vm & m));
-                let mut next = tiles(head0, full([], true));
-                for hc in range(0, HB as i32) {
-                    let (inputs, st) = next;
-                    next = tiles(head0 + hc + 1, hc + 1 < HB as i32);
-                    per_head(hc, &|| dot(st, q_t), inputs);
-                }
-            }
+        if LP {
+            let rows = HeadRows {
+                ptr: &lp_of,
+                mask: vm,
+                q: q_lp,
+            };
+            head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, &head_inputs, &per_head);
         } else {
-            for hc in range(0, HB as i32) {
-                let inputs = head_inputs(head0 + hc, full([], true));
-                if LP {
-                    let st = load(lp_of(head0 + hc), vm);
-                    per_head(hc, &|| dot(st, q_lp), inputs);
-                } else {
-                    let st = load(sptr_of(head0 + hc), vm);
-                    per_head(hc, &|| dot(st, q_t), inputs);
-                }
-            }
+            let rows = HeadRows {
+                ptr: &sptr_of,
+                mask: vm,
+                q: q_t,
+            };
+            head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, &head_inputs, &per_head);
         }
         // The drafts' keys, by one program per group.
         let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
