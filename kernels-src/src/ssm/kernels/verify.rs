@@ -120,6 +120,8 @@ fn head_loop<T: Float>(
 /// two-stage shared buffer while this head computes, and read right before their product (no
 /// registers held for them in the meantime).
 ///
+/// With `LP` (two state precisions) the checkpoint rows come from the f16 copy `ckpt_lp`.
+///
 /// The checkpoint is only read: the pre-flush of the committed records, when the row's flag
 /// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel.
 ///
@@ -306,34 +308,33 @@ pub fn mamba2_verify(
 
         // One head's outputs and records, from its tiles (`sq` gives the checkpoint rows times
         // the queries, called right before their use); `hc` is its head lane.
-        let per_head =
-            |hc: Tile<i32>, sq: &dyn Fn() -> Tile<f32>, (x_rec, x_s, z_s): (Tile<bf16>, Tile<bf16>, Tile<bf16>)| {
-                let head = head0 + hc;
-                let lane = hh == hc;
-                let wt_h = match wt {
-                    Some(wt) => head_lane(wt, lane),
-                    None => weights(Some(lane)),
-                };
-                let wkq = wt_h * kq;
-                let gam_h = head_lane(gam, lane);
-                let d_h = head_lane(d_hb, lane);
-
-                let x_rec = x_rec.cast::<f32>(); // [nr, BV]
-
-                // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
-                let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-                let mut y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
-                if HAS_Z {
-                    // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
-                    let zf = z_s.cast::<f32>();
-                    let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
-                    y = y * zf * (r * r);
-                }
-                let omask = vm & live.expand_dims(0);
-                store(out + xo, y.cast::<bf16>(), omask);
-                // Append the drafts' x at ring positions start + h + s.
-                store(ring_x + xoff(head, pos_d), x_s, omask);
+        let per_head = |hc: Tile<i32>, sq: &dyn Fn() -> Tile<f32>, (x_rec, x_s, z_s): HeadInputs| {
+            let head = head0 + hc;
+            let lane = hh == hc;
+            let wt_h = match wt {
+                Some(wt) => head_lane(wt, lane),
+                None => weights(Some(lane)),
             };
+            let wkq = wt_h * kq;
+            let gam_h = head_lane(gam, lane);
+            let d_h = head_lane(d_hb, lane);
+
+            let x_rec = x_rec.cast::<f32>(); // [nr, BV]
+
+            // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
+            let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
+            let mut y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
+            if HAS_Z {
+                // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
+                let zf = z_s.cast::<f32>();
+                let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
+                y = y * zf * (r * r);
+            }
+            let omask = vm & live.expand_dims(0);
+            store(out + xo, y.cast::<bf16>(), omask);
+            // Append the drafts' x at ring positions start + h + s.
+            store(ring_x + xoff(head, pos_d), x_s, omask);
+        };
         if LP {
             let rows = HeadRows {
                 ptr: &lp_of,
