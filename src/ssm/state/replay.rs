@@ -27,6 +27,9 @@ use std::cell::Cell;
 ///   pre-flush when `h + n > L`); [`Mamba2ReplayState::commit`] then advances `h` by the accepted
 ///   counts, read from device memory ([`Mamba2ReplayState::accepted`]), in place in the current
 ///   counter buffer (`mamba2_commit`, a launch after the sampler).
+/// - With [`ReplayPlan::lp`] (two state precisions) every checkpoint also has an f16 copy,
+///   written with it by admission and every flush and read instead of it by non-flush steps and
+///   verifications; the recurrence (every flush) reads the f32 checkpoint only.
 ///
 /// **Counter parity.** The counters live in two buffers; [`Self::parity`] says which one is
 /// current. Every kernel reads the current one; a decode step writes the other and the manager
