@@ -49,6 +49,11 @@ fn bench_ssm_interpret_writes_json_and_plot() {
     assert_eq!(row["batch"], 2);
     assert!(row["replay_ms"].as_f64().unwrap() > 0.0);
     assert!(row["verify"][0]["snapshot_ms"].as_f64().unwrap() > 0.0);
+    // Two state precisions, timed beside: the window and the verification cycle.
+    assert!(row["replay_lp_ms"].as_f64().unwrap() > 0.0);
+    assert!(row["speedup_lp"].as_f64().unwrap() > 0.0);
+    assert!(row["verify"][0]["replay_lp_ms"].as_f64().unwrap() > 0.0);
+    assert!(out.contains("f16 ckpt"), "{out}");
     assert!(json.with_extension("png").exists());
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -657,15 +657,20 @@ pub fn targets(report: &SsmReport) -> Vec<(String, Option<bool>, String)> {
 
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
-/// Writes the plot: replay speedup over conventional (and verify T=8 in conventional steps)
-/// against batch, one line per model, with the byte ceiling dashed.
+/// Writes the plot: replay speedup over conventional against batch, one line per model (and a
+/// thinner one with two state precisions), with the f32 byte ceiling dashed.
 pub fn plot(report: &SsmReport, path: &Path) -> Result<(), String> {
     use plotters::prelude::*;
     let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
     let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let rows: Vec<&SsmRow> = report.rows.iter().filter(|r| r.error.is_none()).collect();
-    let ymax = rows.iter().flat_map(|r| [r.speedup, r.ceiling]).fold(2.0f64, f64::max) * 1.1;
+    let ymax = rows
+        .iter()
+        .flat_map(|r| [r.speedup, r.ceiling, r.speedup_lp])
+        .filter(|x| x.is_finite())
+        .fold(2.0f64, f64::max)
+        * 1.1;
     let bmax = rows.iter().map(|r| r.batch).max().unwrap_or(512).max(2) as f64;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -706,6 +711,19 @@ pub fn plot(report: &SsmReport, path: &Path) -> Result<(), String> {
         chart
             .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
             .map_err(|e| e.to_string())?;
+        let lp: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.model == *m && r.speedup_lp.is_finite() && r.speedup_lp > 0.0)
+            .map(|r| (r.batch as f64, r.speedup_lp))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(lp.clone(), c.mix(0.7).stroke_width(1)))
+            .map_err(|e| e.to_string())?
+            .label(format!("{m}: replay, f16 checkpoint copies"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.mix(0.7)));
+        chart
+            .draw_series(lp.iter().map(|&p| TriangleMarker::new(p, 5, c.mix(0.7).filled())))
+            .map_err(|e| e.to_string())?;
         let ceil: Vec<(f64, f64)> = rows
             .iter()
             .filter(|r| r.model == *m)
@@ -714,7 +732,7 @@ pub fn plot(report: &SsmReport, path: &Path) -> Result<(), String> {
         chart
             .draw_series(DashedLineSeries::new(ceil, 6, 4, c.mix(0.5).stroke_width(1)))
             .map_err(|e| e.to_string())?
-            .label(format!("{m}: byte ceiling"))
+            .label(format!("{m}: byte ceiling (f32)"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.mix(0.5)));
     }
     chart
