@@ -412,17 +412,12 @@ fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: us
             // Outputs of every draft: the recurrence from the committed state.
             let mut scratch = truth.clone();
             let toks = inputs[r].as_ref().unwrap();
-            let per_slot = shape.heads * shape.state_elems();
-            let ckpt: Option<Vec<f64>> = ckpt_before.as_ref().map(|c| {
-                c[sl * per_slot..(sl + 1) * per_slot]
-                    .iter()
-                    .map(|&v| v as f64)
-                    .collect()
-            });
             for (k, tok) in toks.iter().enumerate() {
                 let want = recur(&p, &mut scratch, sl, tok);
                 let g = &got[(r * n + k) * per_tok..(r * n + k + 1) * per_tok];
-                let extra = ckpt.as_ref().map_or(vec![], |c| f16_checkpoint_bound(shape, c, tok));
+                let extra = ckpt_before
+                    .as_ref()
+                    .map_or(vec![], |c| f16_checkpoint_bound(shape, c, sl, tok));
                 close_within(&format!("{what} y row {r} draft {k}"), g, &want, OUT, &extra);
             }
             let a = if kinds[it] == 0 { 1 } else { rng.int(0, n) };

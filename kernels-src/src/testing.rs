@@ -106,18 +106,20 @@ pub fn check_close_within(what: &str, got: &[f64], want: &[f64], rtol: f64, atol
     worst
 }
 
-/// How far each output `[heads][dv]` of a verified token `input` may move when the
-/// verification reads the f16 copy of the slot's checkpoint `ckpt` (`[heads][dv][dk]`)
-/// instead of the f32 one: every element rounds by at most 2⁻¹¹ of itself and multiplies a
-/// decay ≤ 1, so `2⁻¹¹ Σ_j |S_vj| |q_j|`, times `|silu(z)|` with a gate.
-pub fn f16_checkpoint_bound(shape: ModelShape, ckpt: &[f64], input: &StepInput) -> Vec<f64> {
+/// How far each output `[heads][dv]` of a token `input` may move when a kernel reads the f16
+/// copy of slot `slot`'s checkpoint instead of the f32 one (`ckpt`: every slot's,
+/// `[slots][heads][dv][dk]`, as the device holds them): every element rounds by at most 2⁻¹¹
+/// of itself and multiplies a decay ≤ 1, so `2⁻¹¹ Σ_j |S_vj| |q_j|`, times `|silu(z)|` with a
+/// gate.
+pub fn f16_checkpoint_bound(shape: ModelShape, ckpt: &[f32], slot: usize, input: &StepInput) -> Vec<f64> {
     let (dv, dk, hpg) = (shape.dv, shape.dk, shape.heads_per_group());
+    let ckpt = &ckpt[slot * shape.heads * dv * dk..(slot + 1) * shape.heads * dv * dk];
     let mut out = vec![0.0; shape.heads * dv];
     for h in 0..shape.heads {
         let q = &input.c[(h / hpg) * dk..(h / hpg + 1) * dk];
         for v in 0..dv {
             let row = &ckpt[(h * dv + v) * dk..(h * dv + v + 1) * dk];
-            let dot: f64 = row.iter().zip(q).map(|(s, q)| (s * q).abs()).sum();
+            let dot: f64 = row.iter().zip(q).map(|(&s, q)| (s as f64 * q).abs()).sum();
             let gate = input.z.as_ref().map_or(1.0, |z| silu(z[h * dv + v]).abs());
             out[h * dv + v] = dot * gate / 2048.0;
         }

@@ -190,18 +190,14 @@ fn run(case: Case) {
                 launch(&fold_k, &s, grid, &fold_args);
                 let want = truth_verify(&params, &truth, &slots, &drafts, n);
                 let extra: Vec<f64> = match &ckpt_before {
-                    Some(c) => {
-                        let per_slot = shape.heads * shape.state_elems();
-                        let c: Vec<f64> = c.iter().map(|&v| v as f64).collect();
-                        (0..batch)
-                            .flat_map(|r| {
-                                let slot = &c[slots[r] * per_slot..(slots[r] + 1) * per_slot];
-                                drafts[r]
-                                    .iter()
-                                    .flat_map(move |tok| f16_checkpoint_bound(shape, slot, tok))
-                            })
-                            .collect()
-                    }
+                    Some(c) => (0..batch)
+                        .flat_map(|r| {
+                            let slot = slots[r];
+                            drafts[r]
+                                .iter()
+                                .flat_map(move |tok| f16_checkpoint_bound(shape, c, slot, tok))
+                        })
+                        .collect(),
                     None => vec![],
                 };
                 check_outputs_within(&format!("{what} y"), &host(&s, &out), &want, &live, n * per_tok, &extra);
