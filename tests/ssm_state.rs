@@ -621,7 +621,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     let (d, _s) = interp();
     let dir = std::env::temp_dir().join(format!("replay-ssm-tune-{}", std::process::id()));
     let mut tuner = tuner_in(&d, &dir, TuneMode::Force);
-    let short = tune_replay_tiles(&mut tuner, &TUNE, 2, true, 3).unwrap();
+    let short = tune_replay_tiles(&mut tuner, &TUNE, 2, true, 3, false).unwrap();
     assert_eq!(short.source, TuneSource::Tuned);
     // Batch 2 is latency-bound: twice the shortlist.
     assert_eq!(replay_shortlist(2), 2 * TILE_SHORTLIST);
@@ -630,7 +630,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     // Flat rows: BV divides the group's 32 state rows (one head or both).
     assert!(short.tiles.iter().all(|t| [16, 32].contains(&t.bv) && t.hb == 1));
     let p = random_params(&mut Rng(32), TUNE);
-    let c = tune_window(&mut tuner, TUNE, &p, 2, true, &short.tiles, &[3, 4]).unwrap();
+    let c = tune_window(&mut tuner, TUNE, &p, 2, true, &short.tiles, &[3, 4], false).unwrap();
     assert_eq!(c.source, TuneSource::Tuned);
     assert!([3, 4].contains(&c.window));
     assert!(short.tiles.contains(&c.tiles));
@@ -655,14 +655,30 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     assert!(f_points > 1 && [16, 32, 64, 128].contains(&f.flush_columns), "{f:?}");
     // From the cache: the same candidates reuse the choice, other tiles are tuned.
     let mut cached = tuner_in(&d, &dir, TuneMode::Cached);
-    let again = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4]).unwrap();
+    let again = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4], false).unwrap();
     assert_eq!(
         (again.window, again.tiles, again.source),
         (c.window, c.tiles, TuneSource::Cache)
     );
-    let other = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles[1..], &[3, 4]).unwrap();
+    let other = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles[1..], &[3, 4], false).unwrap();
     assert_eq!(other.source, TuneSource::Tuned);
     assert!(short.tiles[1..].contains(&other.tiles));
+    // Two state precisions are tuning problems of their own (kernel and window), cached apart.
+    let short_lp = tune_replay_tiles(&mut cached, &TUNE, 2, true, 3, true).unwrap();
+    assert_eq!(short_lp.source, TuneSource::Tuned);
+    let lp = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4], true).unwrap();
+    assert_eq!(lp.source, TuneSource::Tuned);
+    let lp_again = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4], true).unwrap();
+    assert_eq!(
+        (lp_again.window, lp_again.tiles, lp_again.source),
+        (lp.window, lp.tiles, TuneSource::Cache)
+    );
+    assert_eq!(
+        tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4], false)
+            .unwrap()
+            .source,
+        TuneSource::Cache
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -693,6 +709,10 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
         (again.conventional, again.replay, again.verify),
         (first.conventional, first.replay, first.verify)
     );
+    assert_eq!(
+        (again.replay_two, again.verify_two),
+        (first.replay_two, first.verify_two)
+    );
 
     let joint = |what: &str| {
         first
@@ -703,7 +723,7 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
             .candidates
     };
     let (_, windows) = window_candidates(TUNE, 0, 1.0);
-    let short = tune_replay_tiles(&mut cached, &TUNE, batch, true, windows[0]).unwrap();
+    let short = tune_replay_tiles(&mut cached, &TUNE, batch, true, windows[0], false).unwrap();
     assert_eq!(short.source, TuneSource::Cache);
     assert!(short.tiles.len() > 1);
     // Batch 2 is latency-bound: the windows also time each tile with one whole flush block.
@@ -716,12 +736,38 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
 
     let accepted = accepted_drafts(drafts);
     let (_, windows) = window_candidates(TUNE, drafts, 0.75 * drafts as f64);
-    let short = tune_verify_tiles(&mut cached, &TUNE, batch, true, windows[0], drafts, accepted).unwrap();
+    let short = tune_verify_tiles(&mut cached, &TUNE, batch, true, windows[0], drafts, accepted, false).unwrap();
     assert_eq!(short.source, TuneSource::Cache);
     assert!(windows.contains(&first.verify.window));
     assert!(short.tiles.contains(&first.verify.verify));
     assert_eq!(first.verify.step, first.replay.step);
     assert_eq!(joint("verify window L and tiles"), windows.len() * short.tiles.len());
+
+    // Two state precisions: plans of their own, tuned the same way from the one-precision
+    // plans' windows (their kernels read and write the f16 checkpoint).
+    let (replay_lp, verify_lp) = (first.replay_lp(), first.verify_lp());
+    assert!(replay_lp.lp && verify_lp.lp && !first.replay.lp && !first.verify.lp);
+    assert_eq!(Some(replay_lp), first.replay_two);
+    let (_, decode_windows) = window_candidates(TUNE, 0, 1.0);
+    let short = tune_replay_tiles(&mut cached, &TUNE, batch, true, first.replay.window, true).unwrap();
+    assert_eq!(short.source, TuneSource::Cache);
+    assert!(decode_windows.contains(&replay_lp.window));
+    assert!(with_flush_variants(&short.tiles, batch).contains(&replay_lp.step));
+    let short = tune_verify_tiles(
+        &mut cached,
+        &TUNE,
+        batch,
+        true,
+        first.verify.window,
+        drafts,
+        accepted,
+        true,
+    )
+    .unwrap();
+    assert_eq!(short.source, TuneSource::Cache);
+    assert!(short.tiles.contains(&verify_lp.verify));
+    assert_eq!((verify_lp.step, verify_lp.fold), (replay_lp.step, first.verify.fold));
+    assert!(joint("verify window L and tiles (two precisions)") > 0);
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -104,10 +104,18 @@ fn tunes_records_and_caches() {
     assert_eq!(retuned.source, TuneSource::Tuned);
     assert_eq!(retuned.config.block, other);
 
-    // force re-tunes; off takes the first valid candidate without timing.
+    // force re-tunes, once per tuner (the same problem asked again reuses that result); off
+    // takes the first valid candidate without timing.
     let mut forced = tuner(&d, &path, TuneMode::Force);
+    let fresh = forced.tune::<Add>(&space(), &problem(200)).unwrap();
+    assert_eq!(fresh.source, TuneSource::Tuned);
+    let again = forced.tune::<Add>(&space(), &problem(200)).unwrap();
+    assert_eq!((again.source, again.config), (TuneSource::Cache, fresh.config));
     assert_eq!(
-        forced.tune::<Add>(&space(), &problem(200)).unwrap().source,
+        tuner(&d, &path, TuneMode::Force)
+            .tune::<Add>(&space(), &problem(200))
+            .unwrap()
+            .source,
         TuneSource::Tuned
     );
     let mut off = tuner(&d, &path, TuneMode::Off);

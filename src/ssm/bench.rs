@@ -9,7 +9,7 @@
 //! when `L` is odd — or of verification + commit pairs), so launch overhead counts the same
 //! for both methods. Writes JSON and a PNG plot.
 
-use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo};
+use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, StepIo};
 use super::tuning::{plans, traffic, SsmPlans, WindowRunner};
 use crate::bench::{copy_bandwidth, write_json, CopyResult, Plan};
 use crate::devices::Choice;
@@ -101,7 +101,7 @@ pub struct VerifyResult {
     pub replay_ms: f64,
     /// `replay_ms` over one conventional step.
     pub replay_vs_step: f64,
-    /// The same with two state precisions (the plan's tiles, [`ReplayPlan::lp`]: the
+    /// The same with two state precisions ([`SsmPlans::verify_lp`], [`ReplayPlan::lp`]: the
     /// verification reads f16 copies of the checkpoints, every flush writes both), ms.
     #[serde(default)]
     pub replay_lp_ms: f64,
@@ -165,8 +165,8 @@ pub struct SsmRow {
     pub replay_ms: f64,
     /// Conventional over replay.
     pub speedup: f64,
-    /// Replay with two state precisions (the same plan, [`ReplayPlan::lp`]: non-flush steps
-    /// read f16 copies of the checkpoints, flushes write both), ms per step.
+    /// Replay with two state precisions ([`SsmPlans::replay_lp`], [`ReplayPlan::lp`]: non-flush
+    /// steps read f16 copies of the checkpoints, flushes write both), ms per step.
     #[serde(default)]
     pub replay_lp_ms: f64,
     /// Conventional over `replay_lp_ms`.
@@ -300,12 +300,8 @@ fn bench_row(
         };
         let g = graph_or_loop(stream, steps)?;
         let w = WindowRunner::new(stream, shape, &params, batch, args.gated, plans.replay)?;
-        // The same plan with two state precisions: non-flush steps read f16 checkpoints.
-        let two = ReplayPlan {
-            lp: true,
-            ..plans.replay
-        };
-        let w_lp = WindowRunner::new(stream, shape, &params, batch, args.gated, two)?;
+        // Two state precisions: non-flush steps read f16 checkpoints.
+        let w_lp = WindowRunner::new(stream, shape, &params, batch, args.gated, plans.replay_lp())?;
         let (mut conv_ms, mut replay_ms, mut replay_lp_ms) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..timing.rounds.max(1) {
             conv_ms.push(timed(stream, settings, &g, steps, GRAPH_STEPS)?);
@@ -323,14 +319,10 @@ fn bench_row(
     // Verification + commit vs snapshots.
     let mut verify = Vec::new();
     if max_t > 0 {
-        // One checkpoint precision (the plan's), and two.
-        let two = ReplayPlan {
-            lp: true,
-            ..plans.verify
-        };
+        // One checkpoint precision, and two.
         let mut states = [
             Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.verify)?,
-            Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, two)?,
+            Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.verify_lp())?,
         ];
         let mut conv =
             Mamba2ConventionalState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.conventional)?;
@@ -543,12 +535,13 @@ pub fn table(report: &SsmReport) -> Table {
         "speedup",
         "ceiling",
         "replay/copy",
+        "L₂",
         "f16 ckpt ms",
         "speedup",
         "triton ms",
         "ours/triton",
     ])
-    .right(1..13);
+    .right(1..14);
     for r in &report.rows {
         if let Some(e) = &r.error {
             t.row([r.model.clone(), r.batch.to_string(), format!("ERROR: {e}")]);
@@ -565,6 +558,7 @@ pub fn table(report: &SsmReport) -> Table {
             format!("{}×", sig(r.speedup, 3)),
             format!("{}×", sig(r.ceiling, 3)),
             pct(r.replay_of_copy),
+            r.plans.replay_lp().window.to_string(),
             sig(r.replay_lp_ms, 4),
             format!("{}×", sig(r.speedup_lp, 3)),
             r.triton.as_ref().map_or("-".into(), |t| sig(t.ms, 4)),
@@ -587,12 +581,13 @@ pub fn verify_table(report: &SsmReport) -> Table {
         "L",
         "verify ms",
         "÷ step",
+        "L₂",
         "f16 ckpt ms",
         "÷ step",
         "snapshots ms",
         "÷ step",
     ])
-    .right(1..11);
+    .right(1..12);
     for r in report.rows.iter().filter(|r| r.error.is_none()) {
         for v in &r.verify {
             t.row([
@@ -603,6 +598,7 @@ pub fn verify_table(report: &SsmReport) -> Table {
                 r.plans.verify.window.to_string(),
                 sig(v.replay_ms, 4),
                 format!("{}×", sig(v.replay_vs_step, 3)),
+                r.plans.verify_lp().window.to_string(),
                 sig(v.replay_lp_ms, 4),
                 format!("{}×", sig(v.replay_lp_vs_step, 3)),
                 sig(v.snapshot_ms, 4),
@@ -761,8 +757,8 @@ pub fn print(out: &mut dyn Write, report: &SsmReport) -> std::io::Result<()> {
         out,
         "one Mamba-2 layer, fp32 state, bf16 activations, z {}; ms per decode step (median of {} after {} warm-up; \
          conventional and replay in {} alternating rounds, median of rounds; every sequence a CUDA graph on a GPU); \
-         replay amortised over a whole window of L steps; f16 ckpt = the same plan with two state precisions \
-         (non-flush steps read f16 copies of the f32 checkpoints, flushes write both)",
+         replay amortised over a whole window of L steps; f16 ckpt = two state precisions (non-flush steps read \
+         f16 copies of the f32 checkpoints, flushes write both), with plans tuned for them (window L₂)",
         if report.gated { "on" } else { "off" },
         report.settings.1,
         report.settings.0,
@@ -773,7 +769,7 @@ pub fn print(out: &mut dyn Write, report: &SsmReport) -> std::io::Result<()> {
     if !vt.is_empty() {
         writeln!(
             out,
-            "\nspeculative verification (+ commit) vs snapshot per draft; ÷ step = over one conventional step; f16 ckpt = two state precisions (the verification reads f16 copies of the f32 checkpoints)"
+            "\nspeculative verification (+ commit) vs snapshot per draft; ÷ step = over one conventional step; f16 ckpt = two state precisions (the verification reads f16 copies of the f32 checkpoints), with their own plan (window L₂)"
         )?;
         write!(out, "{vt}")?;
     }

@@ -10,7 +10,8 @@ pub enum TuneMode {
     /// Use the cached result; tune on a miss (the default).
     #[default]
     Cached,
-    /// Tune again even on a hit, replacing the cached result.
+    /// Tune again even on a hit, replacing the cached result (once per tuner: a problem
+    /// asked again by the same tuner reuses what it just tuned).
     Force,
 }
 

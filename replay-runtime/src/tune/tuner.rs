@@ -162,6 +162,8 @@ pub struct Autotuner {
     pub(crate) mode: TuneMode,
     pub(crate) settings: BenchSettings,
     pub(crate) progress: bool,
+    /// Keys tuned by this tuner: [`TuneMode::Force`] tunes each once, then reuses the result.
+    pub(crate) tuned: std::collections::HashSet<TuneKey>,
 }
 
 impl std::fmt::Debug for Autotuner {
@@ -187,6 +189,7 @@ impl Autotuner {
             mode: TuneMode::from_env(),
             settings: BenchSettings::default(),
             progress: true,
+            tuned: Default::default(),
         })
     }
 
@@ -284,6 +287,7 @@ impl Autotuner {
             tuned_at,
         };
         record.best = record.fastest(1).first().map(|v| (*v).clone());
+        self.tuned.insert(record.key.clone());
         self.cache.insert(record.clone());
         if let Err(e) = self.cache.save() {
             eprintln!("replay: warning: could not save the tuning cache: {e}");
@@ -291,9 +295,12 @@ impl Autotuner {
         record
     }
 
-    /// The cached best values for `key`, unless the mode says to re-tune.
+    /// The cached best values for `key`, unless the mode says to re-tune: `Off` never reads
+    /// the cache, `Force` only what this tuner tuned (a problem asked twice in one run is
+    /// tuned once).
     pub(crate) fn cached(&self, key: &TuneKey) -> Option<(Values, TuneRecord)> {
-        if self.mode != TuneMode::Cached {
+        let fresh = self.mode == TuneMode::Force && self.tuned.contains(key);
+        if self.mode != TuneMode::Cached && !fresh {
             return None;
         }
         let rec = self.cache.get(key)?;

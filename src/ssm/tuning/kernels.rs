@@ -107,7 +107,8 @@ fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, b
 
 /// The [`Shortlist`] of tiles of the replay step (`BV × num_warps × min_blocks × EARLY × FC`) at window
 /// `window`, timed on rows spread over the `L` steps of a window (one in `L` flushing), as the
-/// window runs them.
+/// window runs them; with `lp`, for two state precisions (`LP`: non-flush steps read the f16
+/// checkpoint, a flush writes it too).
 /// The counters a step reads (`meta`) never change between the timed launches; the counters it
 /// writes (`meta_out`, one line per row) go to a buffer of their own, for a next decode step.
 pub fn tune_replay_tiles(
@@ -116,11 +117,13 @@ pub fn tune_replay_tiles(
     batch: usize,
     gated: bool,
     window: usize,
+    lp: bool,
 ) -> Result<Shortlist> {
     type C = <mamba2_replay_step::Kernel as KernelDef>::Config;
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
         .axis("L", [window as i64])
         .axis("T", [0])
+        .axis("LP", [lp as i64])
         .axis("BV", bv_values_step(shape))
         .axis("num_warps", flat_row_warps(batch))
         .occupancy_hints()
@@ -136,9 +139,10 @@ pub fn tune_replay_tiles(
         .fill("meta", cycle_meta(window_states(window)))
         .fill("meta_out", Fill::Constant(0.0));
     // `cycle`: the counters span the window (results tuned mid-window only are not reused).
-    let sizes = shape_sizes(shape, batch, gated)
-        .into_iter()
-        .chain([("L", window as i64), ("cycle", 1)]);
+    let sizes =
+        shape_sizes(shape, batch, gated)
+            .into_iter()
+            .chain([("L", window as i64), ("cycle", 1), ("lp", lp as i64)]);
     let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), sizes);
     let points = bv_values_step(shape).len()
         * flat_row_warps(batch).len()
@@ -153,7 +157,7 @@ pub fn tune_replay_tiles(
 /// The [`Shortlist`] of tiles of the verification kernel for `drafts` drafts (`T = drafts`,
 /// each verification carrying all of them) at window `window`, timed on rows spread over the
 /// states of the verify–commit cycle with `accepted` drafts accepted each time (flushes
-/// included).
+/// included); with `lp`, reading the f16 checkpoint (two state precisions).
 #[allow(clippy::too_many_arguments)]
 pub fn tune_verify_tiles(
     tuner: &mut Autotuner,
@@ -163,11 +167,13 @@ pub fn tune_verify_tiles(
     window: usize,
     drafts: usize,
     accepted: usize,
+    lp: bool,
 ) -> Result<Shortlist> {
     type C = <mamba2_verify::Kernel as KernelDef>::Config;
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
         .axis("L", [window as i64])
         .axis("T", [drafts as i64])
+        .axis("LP", [lp as i64])
         .axis("BV", bv_values_replay(shape))
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [4, 8])
@@ -191,6 +197,7 @@ pub fn tune_verify_tiles(
         ("T", drafts as i64),
         ("accepted", accepted as i64),
         ("cycle", 1),
+        ("lp", lp as i64),
     ]);
     let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), sizes);
     // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS.

@@ -66,12 +66,38 @@ pub struct SsmPlans {
     pub replay: ReplayPlan,
     /// The speculative plan (`T` = the most drafts verified).
     pub verify: ReplayPlan,
+    /// The replay decode plan with two state precisions, tuned for them (absent in results
+    /// written before they were tuned: [`Self::replay_lp`] then reuses `replay`'s tiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_two: Option<ReplayPlan>,
+    /// The speculative plan with two state precisions, tuned for them (see `replay_two`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_two: Option<ReplayPlan>,
     /// `L*` of standard decoding.
     pub l_star: f64,
     /// `L*` of the speculative plan.
     pub l_star_verify: f64,
     /// How each part was chosen.
     pub choices: Vec<Choice>,
+}
+
+impl SsmPlans {
+    /// The replay decode plan with two state precisions ([`ReplayPlan::lp`]): tuned for them,
+    /// or `replay`'s with them.
+    pub fn replay_lp(&self) -> ReplayPlan {
+        self.replay_two.unwrap_or(ReplayPlan {
+            lp: true,
+            ..self.replay
+        })
+    }
+
+    /// The speculative plan with two state precisions: tuned for them, or `verify`'s with them.
+    pub fn verify_lp(&self) -> ReplayPlan {
+        self.verify_two.unwrap_or(ReplayPlan {
+            lp: true,
+            ..self.verify
+        })
+    }
 }
 
 /// `L=.. BV=.. HB=.. w=.. (L* = ..)`: a window and its tiles, for the notes.
@@ -88,9 +114,11 @@ fn joint_note(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize)
 }
 
 /// The plans for `shape` at `batch`: with a tuner, tile shortlists from the kernels' tuning,
-/// then each plan's window and tiles together by whole-window timing (cache first); else the
-/// defaults (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the speculative
-/// plan.
+/// then each plan's window and tiles together by whole-window timing (cache first), once for
+/// one state precision and then, from those plans, for two (the step's and the verification's
+/// tiles and windows; the fold keeps its tiles: the same work plus the f16 writes); else the
+/// defaults (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the
+/// speculative plan.
 pub fn plans(
     tuner: Option<&mut Autotuner>,
     shape: ModelShape,
@@ -101,10 +129,9 @@ pub fn plans(
 ) -> Result<SsmPlans> {
     let (l_star, cands) = window_candidates(shape, 0, 1.0);
     let (l_star_v, cands_v) = window_candidates(shape, verify_drafts, (0.75 * verify_drafts as f64).max(1.0));
-    let accepted = accepted_drafts(verify_drafts);
     let mut conventional = ConventionalPlan::default_for(&shape, verify_drafts);
-    let mut replay = ReplayPlan::default_for(&shape, cands[0], 0);
-    let mut verify = ReplayPlan::default_for(&shape, cands_v[0], verify_drafts);
+    let replay = ReplayPlan::default_for(&shape, cands[0], 0);
+    let verify = ReplayPlan::default_for(&shape, cands_v[0], verify_drafts);
     let mut choices = Vec::new();
     let mut note = |what: &str, value: String, source: TuneSource, n: usize| {
         choices.push(Choice {
@@ -114,59 +141,128 @@ pub fn plans(
             candidates: n,
         })
     };
-    match tuner {
+    let (replay, verify, two) = match tuner {
         None => {
             note("conventional tiles", conventional.decode.show(), TuneSource::Default, 1);
             let replay_value = show_window(replay.window, &replay.step, l_star);
             note("replay window L and tiles", replay_value, TuneSource::Default, 1);
             let verify_value = show_window(verify.window, &verify.verify, l_star_v);
             note("verify window L and tiles", verify_value, TuneSource::Default, 1);
+            (replay, verify, None)
         }
         Some(tuner) => {
             let (t, s, n) = tune_conventional(tuner, &shape, batch, gated)?;
             conventional.decode = t;
             conventional.spec = t;
             note("conventional tiles", t.show(), s, n);
-            let short = tune_replay_tiles(tuner, &shape, batch, gated, replay.window)?;
-            note("replay tile shortlist", short.show(), short.source, short.points);
-            let tiles = with_flush_variants(&short.tiles, batch);
-            let c = tune_window(tuner, shape, params, batch, gated, &tiles, &cands)?;
-            replay.window = c.window;
-            replay.step = c.tiles;
-            replay.verify = c.tiles;
-            let (value, source, n) = joint_note(&c, l_star, &cands, tiles.len());
-            note("replay window L and tiles", value, source, n);
-            if verify_drafts > 0 {
-                let short = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, verify_drafts, accepted)?;
-                note("verify tile shortlist", short.show(), short.source, short.points);
-                verify.step = replay.step;
-                let c = tune_verify_window(
-                    tuner,
-                    shape,
-                    params,
-                    batch,
-                    gated,
-                    verify,
-                    accepted,
-                    &short.tiles,
-                    &cands_v,
-                )?;
-                verify.window = c.window;
-                verify.verify = c.tiles;
-                let (value, source, n) = joint_note(&c, l_star_v, &cands_v, short.tiles.len());
-                note("verify window L and tiles", value, source, n);
-                let (t, s, n) = tune_fold_tiles(tuner, &shape, batch, verify.window, verify_drafts, accepted)?;
-                verify.fold = t;
-                note("fold tiles", t.show(), s, n);
-            }
+            let job = TuneJob {
+                shape,
+                params,
+                batch,
+                gated,
+                windows: (&cands, &cands_v),
+                stars: (l_star, l_star_v),
+            };
+            let one = job.tune(tuner, (replay, verify), false, &mut note)?;
+            let two = job.tune(tuner, one, true, &mut note)?;
+            (one.0, one.1, Some(two))
         }
-    }
+    };
     Ok(SsmPlans {
         conventional,
         replay,
         verify,
+        replay_two: two.map(|t| t.0),
+        verify_two: two.map(|t| t.1),
         l_star,
         l_star_verify: l_star_v,
         choices,
     })
+}
+
+/// What the window tunings of one model and batch share.
+struct TuneJob<'a> {
+    shape: ModelShape,
+    params: &'a Mamba2Params,
+    batch: usize,
+    gated: bool,
+    /// Window candidates of the decode plan and of the speculative one.
+    windows: (&'a [usize], &'a [usize]),
+    /// Their `L*`.
+    stars: (f64, f64),
+}
+
+impl TuneJob<'_> {
+    /// Tunes the decode plan and, when it verifies drafts, the speculative plan from `start`
+    /// (their windows and tiles so far) for one state precision or, with `lp`, two (the fold's
+    /// tiles kept); notes each choice (those of two precisions marked so).
+    fn tune(
+        &self,
+        tuner: &mut Autotuner,
+        (mut replay, mut verify): (ReplayPlan, ReplayPlan),
+        lp: bool,
+        note: &mut impl FnMut(&str, String, TuneSource, usize),
+    ) -> Result<(ReplayPlan, ReplayPlan)> {
+        let Self {
+            shape,
+            params,
+            batch,
+            gated,
+            ..
+        } = *self;
+        let (cands, cands_v) = self.windows;
+        let (l_star, l_star_v) = self.stars;
+        let tag = if lp { " (two precisions)" } else { "" };
+        let short = tune_replay_tiles(tuner, &shape, batch, gated, replay.window, lp)?;
+        note(
+            &format!("replay tile shortlist{tag}"),
+            short.show(),
+            short.source,
+            short.points,
+        );
+        let tiles = with_flush_variants(&short.tiles, batch);
+        let c = tune_window(tuner, shape, params, batch, gated, &tiles, cands, lp)?;
+        replay.window = c.window;
+        replay.step = c.tiles;
+        replay.verify = c.tiles;
+        replay.lp = lp;
+        let (value, source, n) = joint_note(&c, l_star, cands, tiles.len());
+        note(&format!("replay window L and tiles{tag}"), value, source, n);
+        let drafts = verify.max_drafts;
+        if drafts > 0 {
+            let accepted = accepted_drafts(drafts);
+            let short = tune_verify_tiles(tuner, &shape, batch, gated, verify.window, drafts, accepted, lp)?;
+            note(
+                &format!("verify tile shortlist{tag}"),
+                short.show(),
+                short.source,
+                short.points,
+            );
+            verify.step = replay.step;
+            verify.lp = lp;
+            let c = tune_verify_window(
+                tuner,
+                shape,
+                params,
+                batch,
+                gated,
+                verify,
+                accepted,
+                &short.tiles,
+                cands_v,
+            )?;
+            verify.window = c.window;
+            verify.verify = c.tiles;
+            let (value, source, n) = joint_note(&c, l_star_v, cands_v, short.tiles.len());
+            note(&format!("verify window L and tiles{tag}"), value, source, n);
+            // The fold's tiles once, for one precision: with two it does the same work and
+            // writes the f16 copy too.
+            if !lp {
+                let (t, s, n) = tune_fold_tiles(tuner, &shape, batch, verify.window, drafts, accepted)?;
+                verify.fold = t;
+                note("fold tiles", t.show(), s, n);
+            }
+        }
+        Ok((replay, verify))
+    }
 }

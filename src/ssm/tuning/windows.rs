@@ -313,7 +313,11 @@ pub fn tune_verify_window(
 ) -> Result<WindowChoice> {
     let source = window_scheme_source(mamba2_verify::Kernel::SOURCE);
     let mut sizes = shape_sizes(&shape, batch, gated);
-    sizes.extend([("T", plan.max_drafts as i64), ("accepted", accepted as i64)]);
+    sizes.extend([
+        ("T", plan.max_drafts as i64),
+        ("accepted", accepted as i64),
+        ("lp", plan.lp as i64),
+    ]);
     tune_window_scheme(
         tuner,
         "mamba2_verify_window",
@@ -339,7 +343,8 @@ pub fn tune_verify_window(
 
 /// The window `L` among `windows` and the replay tiles among `tiles`, chosen together: the
 /// least amortised time per step of a whole window (each candidate's window — two when `L` is
-/// odd — captured as one graph, timed as one unit, divided by its steps).
+/// odd — captured as one graph, timed as one unit, divided by its steps), with one state
+/// precision or, with `lp`, two.
 #[allow(clippy::too_many_arguments)]
 pub fn tune_window(
     tuner: &mut Autotuner,
@@ -349,6 +354,7 @@ pub fn tune_window(
     gated: bool,
     tiles: &[Tiles],
     windows: &[usize],
+    lp: bool,
 ) -> Result<WindowChoice> {
     let source = window_scheme_source(mamba2_replay_step::Kernel::SOURCE);
     let plan = |window, tiles| ReplayPlan {
@@ -357,15 +363,17 @@ pub fn tune_window(
         step: tiles,
         verify: tiles,
         fold: tiles,
-        lp: false,
+        lp,
     };
+    let mut sizes = shape_sizes(&shape, batch, gated);
+    sizes.push(("lp", lp as i64));
     tune_window_scheme(
         tuner,
         "mamba2_replay_window",
         &source,
         windows,
         tiles,
-        shape_sizes(&shape, batch, gated),
+        sizes,
         |l| window_run_steps(l) as f64,
         |s, l, t| WindowRunner::new(s, shape, params, batch, gated, plan(l, t)),
         WindowRunner::run,
