@@ -180,6 +180,15 @@ pub fn plans(
     })
 }
 
+/// `tiles`, and for two state precisions also `start` (the one-precision plan's choice; the
+/// kernel-level ranking that shortlists can miss it).
+fn with_start(mut tiles: Vec<Tiles>, start: Tiles, lp: bool) -> Vec<Tiles> {
+    if lp && !tiles.contains(&start) {
+        tiles.push(start);
+    }
+    tiles
+}
+
 /// What the window tunings of one model and batch share.
 struct TuneJob<'a> {
     shape: ModelShape,
@@ -195,7 +204,8 @@ struct TuneJob<'a> {
 impl TuneJob<'_> {
     /// Tunes the decode plan and, when it verifies drafts, the speculative plan from `start`
     /// (their windows and tiles so far) for one state precision or, with `lp`, two (the fold's
-    /// tiles kept); notes each choice (those of two precisions marked so).
+    /// tiles kept; the tiles so far timed beside the shortlist); notes each choice (those of
+    /// two precisions marked so).
     fn tune(
         &self,
         tuner: &mut Autotuner,
@@ -220,7 +230,7 @@ impl TuneJob<'_> {
             short.source,
             short.points,
         );
-        let tiles = with_flush_variants(&short.tiles, batch);
+        let tiles = with_start(with_flush_variants(&short.tiles, batch), replay.step, lp);
         let c = tune_window(tuner, shape, params, batch, gated, &tiles, cands, lp)?;
         replay.window = c.window;
         replay.step = c.tiles;
@@ -240,20 +250,11 @@ impl TuneJob<'_> {
             );
             verify.step = replay.step;
             verify.lp = lp;
-            let c = tune_verify_window(
-                tuner,
-                shape,
-                params,
-                batch,
-                gated,
-                verify,
-                accepted,
-                &short.tiles,
-                cands_v,
-            )?;
+            let tiles = with_start(short.tiles, verify.verify, lp);
+            let c = tune_verify_window(tuner, shape, params, batch, gated, verify, accepted, &tiles, cands_v)?;
             verify.window = c.window;
             verify.verify = c.tiles;
-            let (value, source, n) = joint_note(&c, l_star_v, cands_v, short.tiles.len());
+            let (value, source, n) = joint_note(&c, l_star_v, cands_v, tiles.len());
             note(&format!("verify window L and tiles{tag}"), value, source, n);
             // The fold's tiles once, for one precision: with two it does the same work and
             // writes the f16 copy too.
