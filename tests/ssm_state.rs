@@ -689,7 +689,8 @@ fn replay_tuning_problems_run_on_the_interpreter() {
 #[test]
 fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     use replay::ssm::tuning::{
-        accepted_drafts, plans, tune_replay_tiles, tune_verify_tiles, window_candidates, with_flush_variants,
+        accepted_drafts, plans, tune_conventional, tune_replay_tiles, tune_verify_tiles, window_candidates,
+        with_flush_variants,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -722,6 +723,12 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
             .unwrap_or_else(|| panic!("no note `{what}`"))
             .candidates
     };
+    // The conventional tiles: a kernel-level shortlist, then graphs of steps.
+    let short = tune_conventional(&mut cached, &TUNE, batch, true).unwrap();
+    assert_eq!(short.source, TuneSource::Cache);
+    assert!(short.tiles.len() > 1 && short.tiles.contains(&first.conventional.decode));
+    assert_eq!(joint("conventional tiles"), short.tiles.len());
+
     let (_, windows) = window_candidates(TUNE, 0, 1.0);
     let short = tune_replay_tiles(&mut cached, &TUNE, batch, true, windows[0], false).unwrap();
     assert_eq!(short.source, TuneSource::Cache);

@@ -10,7 +10,7 @@
 //! for both methods. Writes JSON and a PNG plot.
 
 use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, StepIo};
-use super::tuning::{plans, traffic, SsmPlans, WindowRunner};
+use super::tuning::{plans, traffic, ConventionalRunner, SsmPlans, WindowRunner, CONVENTIONAL_RUN_STEPS};
 use crate::bench::{copy_bandwidth, write_json, CopyResult, Plan};
 use crate::devices::Choice;
 use crate::error::CliError;
@@ -276,35 +276,13 @@ fn bench_row(
     // when L is odd). Timed in turns, `rounds` times.
     let l = plans.replay.window;
     let (conventional_ms, replay_ms, replay_lp_ms) = {
-        let mut conv = Mamba2ConventionalState::new(
-            stream,
-            shape,
-            &params,
-            batch,
-            batch + 1,
-            args.gated,
-            super::state::ConventionalPlan {
-                max_drafts: 0,
-                ..plans.conventional
-            },
-        )?;
-        conv.fill(stream)?;
-        let mut io = StepIo::new(stream, shape, batch, 1, args.gated)?;
-        io.randomize(stream, 7)?;
-        conv.prepare(&io)?;
-        let steps = |s: &Stream| {
-            for _ in 0..GRAPH_STEPS {
-                conv.step(s, &io)?;
-            }
-            Ok(())
-        };
-        let g = graph_or_loop(stream, steps)?;
+        let conv = ConventionalRunner::new(stream, shape, &params, batch, args.gated, plans.conventional.decode)?;
         let w = WindowRunner::new(stream, shape, &params, batch, args.gated, plans.replay)?;
         // Two state precisions: non-flush steps read f16 checkpoints.
         let w_lp = WindowRunner::new(stream, shape, &params, batch, args.gated, plans.replay_lp())?;
         let (mut conv_ms, mut replay_ms, mut replay_lp_ms) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..timing.rounds.max(1) {
-            conv_ms.push(timed(stream, settings, &g, steps, GRAPH_STEPS)?);
+            conv_ms.push(timed(stream, settings, &None, |s| conv.run(s), CONVENTIONAL_RUN_STEPS)?);
             replay_ms.push(timed(stream, settings, &None, |s| w.run(s), w.steps())?);
             replay_lp_ms.push(timed(stream, settings, &None, |s| w_lp.run(s), w_lp.steps())?);
         }

@@ -44,13 +44,9 @@ fn ring_fills() -> Vec<(&'static str, Fill)> {
     vec![("rec_dt", Fill::Uniform(0.01, 0.7))]
 }
 
-/// Tiles of the conventional kernel (`BV × num_warps`).
-pub fn tune_conventional(
-    tuner: &mut Autotuner,
-    shape: &ModelShape,
-    batch: usize,
-    gated: bool,
-) -> Result<(Tiles, TuneSource, usize)> {
+/// The [`Shortlist`] of tiles of the conventional kernel (`BV × num_warps × min_blocks`), as
+/// many as the replay step's at `batch` ([`replay_shortlist`]).
+pub fn tune_conventional(tuner: &mut Autotuner, shape: &ModelShape, batch: usize, gated: bool) -> Result<Shortlist> {
     let space = fixed_axes(
         SearchSpace::<<mamba2_decode::Kernel as KernelDef>::Config>::new(),
         shape,
@@ -68,7 +64,7 @@ pub fn tune_conventional(
     let problem = with_inputs(problem, param_fills(batch), shape_sizes(shape, batch, gated));
     let points = bv_values_conventional(shape).len() * flat_row_warps(batch).len() * OCCUPANCY_HINTS;
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
-    Ok((tiles_of(&values_of(&t.config)), t.source, points))
+    Ok(Shortlist::of(&t, points, replay_shortlist(batch)))
 }
 
 /// Counters `(start, h, flush, ·)` spreading the slots over `(h, flush)` states (repeated over

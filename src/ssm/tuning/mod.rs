@@ -21,8 +21,9 @@ mod windows;
 pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles};
 pub use space::{replay_shortlist, with_flush_variants, Shortlist, TILE_SHORTLIST};
 pub use windows::{
-    accepted_drafts, traffic, tune_verify_window, tune_window, window_candidates, window_run_steps, VerifyRunner,
-    WindowChoice, WindowRunner, VERIFY_CYCLES,
+    accepted_drafts, traffic, tune_conventional_steps, tune_verify_window, tune_window, window_candidates,
+    window_run_steps, ConventionalRunner, VerifyRunner, WindowChoice, WindowRunner, CONVENTIONAL_RUN_STEPS,
+    VERIFY_CYCLES,
 };
 
 use super::state::{ConventionalPlan, ReplayPlan, Tiles};
@@ -151,10 +152,12 @@ pub fn plans(
             (replay, verify, None)
         }
         Some(tuner) => {
-            let (t, s, n) = tune_conventional(tuner, &shape, batch, gated)?;
+            let short = tune_conventional(tuner, &shape, batch, gated)?;
+            note("conventional tile shortlist", short.show(), short.source, short.points);
+            let (t, s) = tune_conventional_steps(tuner, shape, params, batch, gated, &short.tiles)?;
             conventional.decode = t;
             conventional.spec = t;
-            note("conventional tiles", t.show(), s, n);
+            note("conventional tiles", t.show(), s, short.tiles.len());
             let job = TuneJob {
                 shape,
                 params,

@@ -4,9 +4,12 @@
 
 use super::space::{shape_sizes, tiles_of};
 use super::Result;
-use crate::ssm::state::{DecodeLayer, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles};
+use crate::ssm::state::{
+    ConventionalPlan, DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles,
+};
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
+use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::record_rows;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::verify::{mamba2_verify, MIN_DRAFT_COLUMNS};
@@ -134,6 +137,64 @@ impl WindowRunner {
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+/// Decode steps per run of a [`ConventionalRunner`] (and per graph of `bench-ssm`'s
+/// conventional timing).
+pub const CONVENTIONAL_RUN_STEPS: usize = 16;
+
+/// A conventional state with every row live, its step buffers and (on a GPU) a graph of
+/// [`CONVENTIONAL_RUN_STEPS`] decode steps.
+pub struct ConventionalRunner {
+    state: Mamba2ConventionalState,
+    io: StepIo,
+    graph: Option<Graph>,
+}
+
+impl ConventionalRunner {
+    /// Builds the state with decode tiles `tiles` (no drafts), fills every row and captures
+    /// the steps on a GPU.
+    pub fn new(
+        stream: &Stream,
+        shape: ModelShape,
+        params: &Mamba2Params,
+        batch: usize,
+        gated: bool,
+        tiles: Tiles,
+    ) -> Result<ConventionalRunner> {
+        let plan = ConventionalPlan {
+            decode: tiles,
+            spec: tiles,
+            max_drafts: 0,
+        };
+        let mut state = Mamba2ConventionalState::new(stream, shape, params, batch, batch + 1, gated, plan)?;
+        state.fill(stream)?;
+        let mut io = StepIo::new(stream, shape, batch, 1, gated)?;
+        io.randomize(stream, 7)?;
+        state.prepare(&io)?;
+        let mut runner = ConventionalRunner { state, io, graph: None };
+        if stream.device().backend() == Backend::Cuda {
+            let g = stream.capture(|s| runner.steps(s))?;
+            g.upload()?;
+            runner.graph = Some(g);
+        }
+        Ok(runner)
+    }
+
+    fn steps(&self, stream: &Stream) -> Result<()> {
+        for _ in 0..CONVENTIONAL_RUN_STEPS {
+            self.state.step(stream, &self.io)?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues [`CONVENTIONAL_RUN_STEPS`] decode steps.
+    pub fn run(&self, stream: &Stream) -> Result<()> {
+        match &self.graph {
+            Some(g) => g.launch(),
+            None => self.steps(stream),
         }
     }
 }
@@ -339,6 +400,39 @@ pub fn tune_verify_window(
         },
         VerifyRunner::run,
     )
+}
+
+/// The conventional kernel's tiles among `tiles` (a kernel-level shortlist) by the time per
+/// step of a graph of [`CONVENTIONAL_RUN_STEPS`] steps, as `bench-ssm` times it: single
+/// launches of a few µs rank unreliably at latency-bound batches (H200, Nano B = 1: a tile
+/// ranked first alone took 3.9 µs per step in graphs, another 3.0 µs).
+pub fn tune_conventional_steps(
+    tuner: &mut Autotuner,
+    shape: ModelShape,
+    params: &Mamba2Params,
+    batch: usize,
+    gated: bool,
+    tiles: &[Tiles],
+) -> Result<(Tiles, TuneSource)> {
+    let source = format!(
+        "{}{}",
+        mamba2_decode::Kernel::SOURCE,
+        crate::ssm::admit::mamba2_admit::Kernel::SOURCE
+    );
+    // The kernel has no window: its one "window" is the steps of a run.
+    let steps = CONVENTIONAL_RUN_STEPS;
+    let c = tune_window_scheme(
+        tuner,
+        "mamba2_decode_steps",
+        &source,
+        &[steps],
+        tiles,
+        shape_sizes(&shape, batch, gated),
+        |_| steps as f64,
+        |s, _, t| ConventionalRunner::new(s, shape, params, batch, gated, t),
+        ConventionalRunner::run,
+    )?;
+    Ok((c.tiles, c.source))
 }
 
 /// The window `L` among `windows` and the replay tiles among `tiles`, chosen together: the
