@@ -101,7 +101,7 @@ pub struct VerifyResult {
     pub replay_ms: f64,
     /// `replay_ms` over one conventional step.
     pub replay_vs_step: f64,
-    /// The same with two state precisions ([`SsmPlans::verify_lp`], [`ReplayPlan::lp`]: the
+    /// The same with two state precisions ([`SsmPlans::verify_lp`], [`ReplayPlan::lp`](super::state::ReplayPlan::lp): the
     /// verification reads f16 copies of the checkpoints, every flush writes both), ms.
     #[serde(default)]
     pub replay_lp_ms: f64,
@@ -165,7 +165,7 @@ pub struct SsmRow {
     pub replay_ms: f64,
     /// Conventional over replay.
     pub speedup: f64,
-    /// Replay with two state precisions ([`SsmPlans::replay_lp`], [`ReplayPlan::lp`]: non-flush
+    /// Replay with two state precisions ([`SsmPlans::replay_lp`], [`ReplayPlan::lp`](super::state::ReplayPlan::lp): non-flush
     /// steps read f16 copies of the checkpoints, flushes write both), ms per step.
     #[serde(default)]
     pub replay_lp_ms: f64,
