@@ -10,7 +10,9 @@
 //! for both methods. Writes JSON and a PNG plot.
 
 use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, StepIo};
-use super::tuning::{plans, traffic, ConventionalRunner, SsmPlans, WindowRunner, CONVENTIONAL_RUN_STEPS};
+use super::tuning::{
+    plans, traffic, verify_run_cycles, ConventionalRunner, SsmPlans, WindowRunner, CONVENTIONAL_RUN_STEPS,
+};
 use crate::bench::{copy_bandwidth, write_json, CopyResult, Plan};
 use crate::devices::Choice;
 use crate::error::CliError;
@@ -31,7 +33,7 @@ pub const MODELS: [ModelShape; 2] = [NEMOTRON3_NANO_4B, NEMOTRON3_SUPER_120B];
 pub const BATCHES: [usize; 5] = [1, 16, 64, 256, 512];
 /// Draft counts verified.
 pub const DRAFTS: [usize; 3] = [2, 4, 8];
-/// Steps (or verifications) per captured graph outside the replay window.
+/// Snapshot verifications per captured graph.
 const GRAPH_STEPS: usize = 16;
 /// Rounds of the conventional-versus-replay timing on a GPU: each round times the
 /// conventional graph, then the replay window, so that clock changes during the run (they
@@ -97,12 +99,14 @@ pub struct VerifyResult {
     pub drafts: usize,
     /// Accepted per row (device memory, constant): the commit moves `h` by it.
     pub accepted: usize,
-    /// Replay: verification + commit, ms (amortised over a graph of 16, flushes included).
+    /// Replay: verification + commit, ms (amortised over a graph of whole flush periods, at
+    /// least 16 verifications: [`verify_run_cycles`]).
     pub replay_ms: f64,
     /// `replay_ms` over one conventional step.
     pub replay_vs_step: f64,
-    /// The same with two state precisions ([`SsmPlans::verify_lp`], [`ReplayPlan::lp`](super::state::ReplayPlan::lp): the
-    /// verification reads f16 copies of the checkpoints, every flush writes both), ms.
+    /// The same with two state precisions ([`SsmPlans::verify_lp`],
+    /// [`ReplayPlan::lp`](super::state::ReplayPlan::lp): the verification reads f16 copies of
+    /// the checkpoints, every flush writes both), ms.
     #[serde(default)]
     pub replay_lp_ms: f64,
     /// `replay_lp_ms` over one conventional step.
@@ -165,8 +169,9 @@ pub struct SsmRow {
     pub replay_ms: f64,
     /// Conventional over replay.
     pub speedup: f64,
-    /// Replay with two state precisions ([`SsmPlans::replay_lp`], [`ReplayPlan::lp`](super::state::ReplayPlan::lp): non-flush
-    /// steps read f16 copies of the checkpoints, flushes write both), ms per step.
+    /// Replay with two state precisions ([`SsmPlans::replay_lp`],
+    /// [`ReplayPlan::lp`](super::state::ReplayPlan::lp): non-flush steps read f16 copies of
+    /// the checkpoints, flushes write both), ms per step.
     #[serde(default)]
     pub replay_lp_ms: f64,
     /// Conventional over `replay_lp_ms`.
@@ -298,6 +303,7 @@ fn bench_row(
     let mut verify = Vec::new();
     if max_t > 0 {
         // One checkpoint precision, and two.
+        let windows = [plans.verify.window, plans.verify_lp().window];
         let mut states = [
             Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.verify)?,
             Mamba2ReplayState::new(stream, shape, &params, batch, batch + 1, args.gated, plans.verify_lp())?,
@@ -310,7 +316,7 @@ fn bench_row(
         for &n in &args.drafts {
             let accepted = super::tuning::accepted_drafts(n);
             let mut cycle_ms = [0.0; 2];
-            for (rs, ms) in states.iter_mut().zip(&mut cycle_ms) {
+            for ((rs, ms), window) in states.iter_mut().zip(&mut cycle_ms).zip(windows) {
                 // Fresh sequences ready to verify n drafts.
                 for row in 0..batch {
                     rs.release(stream, row)?;
@@ -319,15 +325,17 @@ fn bench_row(
                 rs.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
                 rs.prepare_verify(&io, n)?;
                 let rs = &*rs;
+                // Whole flush periods per run (the share of folds of a long decode).
+                let cycles = verify_run_cycles(window, n, accepted);
                 let cycle = |s: &Stream| {
-                    for _ in 0..GRAPH_STEPS {
+                    for _ in 0..cycles {
                         rs.verify(s, &io, n)?;
                         rs.commit(s, Next::Verify(n))?;
                     }
                     Ok(())
                 };
                 let g = graph_or_loop(stream, cycle)?;
-                *ms = timed(stream, settings, &g, cycle, GRAPH_STEPS)?;
+                *ms = timed(stream, settings, &g, cycle, cycles)?;
             }
             let [replay_ms, replay_lp_ms] = cycle_ms;
             conv.prepare_verify(&io, n)?;
@@ -747,7 +755,7 @@ pub fn print(out: &mut dyn Write, report: &SsmReport) -> std::io::Result<()> {
     if !vt.is_empty() {
         writeln!(
             out,
-            "\nspeculative verification (+ commit) vs snapshot per draft; ÷ step = over one conventional step; f16 ckpt = two state precisions (the verification reads f16 copies of the f32 checkpoints), with their own plan (window L₂)"
+            "\nspeculative verification (+ commit; amortised over whole flush periods, folds included) vs snapshot per draft; ÷ step = over one conventional step; f16 ckpt = two state precisions (the verification reads f16 copies of the f32 checkpoints), with their own plan (window L₂)"
         )?;
         write!(out, "{vt}")?;
     }

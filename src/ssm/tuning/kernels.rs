@@ -87,7 +87,7 @@ fn window_states(window: usize) -> Vec<(usize, bool)> {
 /// The states of the verifications of `drafts` drafts, `accepted` accepted, at window `window`
 /// in steady state (what `verify` + `commit` cycle through): `h = a, 2a, …` up to the first
 /// `h` with `h + T > L`, which flushes (and the next verification starts from `h = a`).
-fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, bool)> {
+pub(super) fn verify_states(window: usize, drafts: usize, accepted: usize) -> Vec<(usize, bool)> {
     let a = accepted.max(1);
     let mut states = Vec::new();
     let mut h = a;

@@ -2,6 +2,7 @@
 //! capture one window of decode steps (or a run of verification cycles) as one graph, and the
 //! window `L` and tiles chosen together by timing them.
 
+use super::kernels::verify_states;
 use super::space::{shape_sizes, tiles_of};
 use super::Result;
 use crate::ssm::state::{
@@ -199,18 +200,29 @@ impl ConventionalRunner {
     }
 }
 
-/// Verification cycles (verify `T` drafts, then commit) per timed run of a [`VerifyRunner`]:
-/// enough for the flushes of the longest candidate window to recur within one run.
+/// The fewest verification cycles (verify `T` drafts, then commit) per timed run: enough for
+/// the flushes of the longest candidate window to recur within one run.
 pub const VERIFY_CYCLES: usize = 16;
 
+/// Verification cycles per timed run at window `window` with `drafts` drafts, `accepted` of
+/// them accepted: whole flush periods (the verifications from one fold to the next), the fewest
+/// reaching [`VERIFY_CYCLES`]. Every run then holds a long decode's share of folds; a run of
+/// 16 cycles with a period of 9 (Super, `L = 56`, T = 8) holds 2 folds in 7 runs of 9, and the
+/// median of the runs counted `2/16` folds per cycle for the true `1/9`.
+pub fn verify_run_cycles(window: usize, drafts: usize, accepted: usize) -> usize {
+    let period = verify_states(window, drafts, accepted).len();
+    VERIFY_CYCLES.div_ceil(period) * period
+}
+
 /// A replay state with every row live and ready to verify `T` drafts, its token buffers and
-/// (on a GPU) a graph of [`VERIFY_CYCLES`] verification cycles (`verify` + `commit` with the
-/// accepted counts in device memory): successive runs continue the rows' windows, flushes
+/// (on a GPU) a graph of [`verify_run_cycles`] verification cycles (`verify` + `commit` with
+/// the accepted counts in device memory): successive runs continue the rows' windows, flushes
 /// included, as speculative decoding runs them.
 pub struct VerifyRunner {
     state: Mamba2ReplayState,
     io: StepIo,
     drafts: usize,
+    cycles: usize,
     graph: Option<Graph>,
 }
 
@@ -237,6 +249,7 @@ impl VerifyRunner {
             state,
             io,
             drafts,
+            cycles: verify_run_cycles(plan.window, drafts, accepted),
             graph: None,
         };
         if stream.device().backend() == Backend::Cuda {
@@ -248,14 +261,19 @@ impl VerifyRunner {
     }
 
     fn cycles(&self, stream: &Stream) -> Result<()> {
-        for _ in 0..VERIFY_CYCLES {
+        for _ in 0..self.cycles {
             self.state.verify(stream, &self.io, self.drafts)?;
             self.state.commit(stream, Next::Verify(self.drafts))?;
         }
         Ok(())
     }
 
-    /// Enqueues [`VERIFY_CYCLES`] verification cycles.
+    /// Verification cycles per [`Self::run`].
+    pub fn cycles_per_run(&self) -> usize {
+        self.cycles
+    }
+
+    /// Enqueues [`Self::cycles_per_run`] verification cycles.
     pub fn run(&self, stream: &Stream) -> Result<()> {
         match &self.graph {
             Some(g) => g.launch(),
@@ -386,7 +404,7 @@ pub fn tune_verify_window(
         windows,
         tiles,
         sizes,
-        |_| VERIFY_CYCLES as f64,
+        |l| verify_run_cycles(l, plan.max_drafts, accepted) as f64,
         |s, window, verify| {
             VerifyRunner::new(
                 s,
@@ -494,5 +512,23 @@ mod tests {
         assert!(c.contains(&24) && c.contains(&56), "{c:?}");
         let (_, d) = window_candidates(NEMOTRON3_SUPER_120B, 0, 1.0);
         assert!(!d.contains(&32) && !d.contains(&24), "{d:?}");
+    }
+
+    /// A timed run of verifications holds whole flush periods: Super's T = 8 (6 accepted)
+    /// folds every 8 verifications at L = 51 and every 9 at L = 56; T = 2 (2 accepted) at
+    /// L = 51 every 25.
+    #[test]
+    fn verification_runs_hold_whole_flush_periods() {
+        assert_eq!(verify_run_cycles(51, 8, 6), 16);
+        assert_eq!(verify_run_cycles(56, 8, 6), 18);
+        assert_eq!(verify_run_cycles(51, 2, 2), 25);
+        for (l, t, a) in [(16, 4, 3), (24, 8, 6), (64, 8, 8), (10, 8, 1)] {
+            let n = verify_run_cycles(l, t, a);
+            let period = verify_states(l, t, a).len();
+            assert!(
+                n >= VERIFY_CYCLES && n.is_multiple_of(period) && n < VERIFY_CYCLES + period,
+                "{l} {t} {a}: {n}"
+            );
+        }
     }
 }
