@@ -11,7 +11,8 @@
 
 use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, StepIo};
 use super::tuning::{
-    plans, traffic, verify_run_cycles, ConventionalRunner, SsmPlans, WindowRunner, CONVENTIONAL_RUN_STEPS,
+    capture_on_gpu, launch_or_run, plans, traffic, verify_run_cycles, ConventionalRunner, SsmPlans, WindowRunner,
+    CONVENTIONAL_RUN_STEPS,
 };
 use crate::bench::{copy_bandwidth, write_json, CopyResult, Plan};
 use crate::devices::Choice;
@@ -223,19 +224,6 @@ pub fn bench_params(shape: &ModelShape) -> Mamba2Params {
     }
 }
 
-fn graph_or_loop(
-    stream: &Stream,
-    capture: impl Fn(&Stream) -> Result<(), RuntimeError>,
-) -> Result<Option<Graph>, RuntimeError> {
-    if stream.device().backend() == Backend::Cuda {
-        let g = stream.capture(|s| capture(s))?;
-        g.upload()?;
-        Ok(Some(g))
-    } else {
-        Ok(None)
-    }
-}
-
 /// How the benchmark times: the runs of each timing, and the rounds of the conventional and
 /// replay timings taken in turn.
 struct Timing {
@@ -250,10 +238,7 @@ fn timed(
     fallback: impl Fn(&Stream) -> Result<(), RuntimeError>,
     per: usize,
 ) -> Result<f64, RuntimeError> {
-    let t = time_runs(stream, settings, |_| match graph {
-        Some(g) => g.launch(),
-        None => fallback(stream),
-    })?;
+    let t = time_runs(stream, settings, |_| launch_or_run(graph, stream, &fallback))?;
     Ok(t.median_ms / per as f64)
 }
 
@@ -334,7 +319,7 @@ fn bench_row(
                     }
                     Ok(())
                 };
-                let g = graph_or_loop(stream, cycle)?;
+                let g = capture_on_gpu(stream, cycle)?;
                 *ms = timed(stream, settings, &g, cycle, cycles)?;
             }
             let [replay_ms, replay_lp_ms] = cycle_ms;
@@ -345,7 +330,7 @@ fn bench_row(
                 }
                 Ok(())
             };
-            let g = graph_or_loop(stream, snaps)?;
+            let g = capture_on_gpu(stream, snaps)?;
             let snapshot_ms = timed(stream, settings, &g, snaps, GRAPH_STEPS)?;
             verify.push(VerifyResult {
                 drafts: n,

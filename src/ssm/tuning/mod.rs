@@ -21,9 +21,9 @@ mod windows;
 pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles};
 pub use space::{replay_shortlist, with_flush_variants, Shortlist, TILE_SHORTLIST};
 pub use windows::{
-    accepted_drafts, traffic, tune_conventional_steps, tune_verify_window, tune_window, verify_run_cycles,
-    window_candidates, window_run_steps, ConventionalRunner, VerifyRunner, WindowChoice, WindowRunner,
-    CONVENTIONAL_RUN_STEPS, VERIFY_CYCLES,
+    accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_verify_window, tune_window,
+    verify_run_cycles, window_candidates, window_run_steps, ConventionalRunner, VerifyRunner, WindowChoice,
+    WindowRunner, CONVENTIONAL_RUN_STEPS, VERIFY_CYCLES,
 };
 
 use super::state::{ConventionalPlan, ReplayPlan, Tiles};

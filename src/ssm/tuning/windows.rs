@@ -130,15 +130,28 @@ impl WindowRunner {
 
     /// Enqueues one whole window (two when `L` is odd: [`Self::steps`] steps).
     pub fn run(&self, stream: &Stream) -> Result<()> {
-        match &self.graph {
-            Some(g) => g.launch(),
-            None => {
-                for _ in 0..self.steps {
-                    self.state.step(stream, &self.io)?;
-                }
-                Ok(())
-            }
-        }
+        launch_or_run(&self.graph, stream, |s| {
+            (0..self.steps).try_for_each(|_| self.state.step(s, &self.io))
+        })
+    }
+}
+
+/// `work` captured as one CUDA graph (uploaded) on a GPU; `None` elsewhere, where
+/// [`launch_or_run`] runs it directly.
+pub fn capture_on_gpu(stream: &Stream, work: impl Fn(&Stream) -> Result<()>) -> Result<Option<Graph>> {
+    if stream.device().backend() != Backend::Cuda {
+        return Ok(None);
+    }
+    let g = stream.capture(|s| work(s))?;
+    g.upload()?;
+    Ok(Some(g))
+}
+
+/// Launches `graph`, or runs `work` where there is none ([`capture_on_gpu`]).
+pub fn launch_or_run(graph: &Option<Graph>, stream: &Stream, work: impl Fn(&Stream) -> Result<()>) -> Result<()> {
+    match graph {
+        Some(g) => g.launch(),
+        None => work(stream),
     }
 }
 
@@ -176,11 +189,7 @@ impl ConventionalRunner {
         io.randomize(stream, 7)?;
         state.prepare(&io)?;
         let mut runner = ConventionalRunner { state, io, graph: None };
-        if stream.device().backend() == Backend::Cuda {
-            let g = stream.capture(|s| runner.steps(s))?;
-            g.upload()?;
-            runner.graph = Some(g);
-        }
+        runner.graph = capture_on_gpu(stream, |s| runner.steps(s))?;
         Ok(runner)
     }
 
@@ -193,10 +202,7 @@ impl ConventionalRunner {
 
     /// Enqueues [`CONVENTIONAL_RUN_STEPS`] decode steps.
     pub fn run(&self, stream: &Stream) -> Result<()> {
-        match &self.graph {
-            Some(g) => g.launch(),
-            None => self.steps(stream),
-        }
+        launch_or_run(&self.graph, stream, |s| self.steps(s))
     }
 }
 
@@ -252,11 +258,7 @@ impl VerifyRunner {
             cycles: verify_run_cycles(plan.window, drafts, accepted),
             graph: None,
         };
-        if stream.device().backend() == Backend::Cuda {
-            let g = stream.capture(|s| runner.cycles(s))?;
-            g.upload()?;
-            runner.graph = Some(g);
-        }
+        runner.graph = capture_on_gpu(stream, |s| runner.cycles(s))?;
         Ok(runner)
     }
 
@@ -275,10 +277,7 @@ impl VerifyRunner {
 
     /// Enqueues [`Self::cycles_per_run`] verification cycles.
     pub fn run(&self, stream: &Stream) -> Result<()> {
-        match &self.graph {
-            Some(g) => g.launch(),
-            None => self.cycles(stream),
-        }
+        launch_or_run(&self.graph, stream, |s| self.cycles(s))
     }
 }
 
