@@ -7,8 +7,10 @@
 //! `L` is odd: a replay graph holds an even number of steps) and timed as one unit by the scheme
 //! API — over windows pruned around the traffic model's `L* = sqrt(2 ā (M_S/r − T))` times the
 //! shortlisted tiles. The speculative plan's window and verification tiles are chosen the same
-//! way on the time per verification cycle (verify + commit, flushes included) around its own
-//! `L*`. Everything is cached like every other tuning result (`REPLAY_TUNE=off|cached|force`).
+//! way on the time per verification cycle (verify + commit, timed over whole flush periods)
+//! around its own `L*`; the conventional kernel's tiles from its shortlist by graphs of steps.
+//! The plans with two state precisions are tuned the same way once more. Everything is cached
+//! like every other tuning result (`REPLAY_TUNE=off|cached|force`).
 //!
 //! `space` holds the kernels' search spaces and the shortlist, `kernels` their kernel-level
 //! tuning, `windows` the whole-window timing and the window candidates; [`plans`] puts them

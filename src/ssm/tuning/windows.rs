@@ -270,12 +270,7 @@ impl VerifyRunner {
         Ok(())
     }
 
-    /// Verification cycles per [`Self::run`].
-    pub fn cycles_per_run(&self) -> usize {
-        self.cycles
-    }
-
-    /// Enqueues [`Self::cycles_per_run`] verification cycles.
+    /// Enqueues [`verify_run_cycles`] verification cycles.
     pub fn run(&self, stream: &Stream) -> Result<()> {
         launch_or_run(&self.graph, stream, |s| self.cycles(s))
     }
