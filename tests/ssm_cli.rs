@@ -74,6 +74,12 @@ fn bench_ssm_reuses_the_plans_of_an_earlier_run() {
     let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&first).unwrap()).unwrap();
     let window = v["rows"][0]["plans"]["replay"]["window"].as_u64().unwrap() + 1;
     v["rows"][0]["plans"]["replay"]["window"] = window.into();
+    // And a plan of its own for two state precisions (untuned runs write none).
+    assert!(v["rows"][0]["plans"].get("replay_two").is_none());
+    let mut two = v["rows"][0]["plans"]["replay"].clone();
+    two["window"] = (window + 1).into();
+    two["lp"] = true.into();
+    v["rows"][0]["plans"]["replay_two"] = two;
     std::fs::write(&first, v.to_string()).unwrap();
 
     let out = run(&["--plans", first.to_str().unwrap()], &second);
@@ -81,6 +87,8 @@ fn bench_ssm_reuses_the_plans_of_an_earlier_run() {
     let w: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&second).unwrap()).unwrap();
     let row = &w["rows"][0];
     assert_eq!(row["plans"]["replay"]["window"].as_u64(), Some(window), "{row}");
+    assert_eq!(row["plans"]["replay_two"]["window"].as_u64(), Some(window + 1), "{row}");
+    assert_eq!(row["plans"]["replay_two"]["lp"].as_bool(), Some(true), "{row}");
     let choices = row["plans"]["choices"].as_array().unwrap();
     assert!(
         !choices.is_empty() && choices.iter().all(|c| c["source"] == "file"),
