@@ -860,3 +860,44 @@ fn replay_graph_replays_match_host_steps_gpu() {
         assert_eq!(h0, (2 * rep + 2) % l, "{what}: h of row 0");
     }
 }
+
+/// The verification runs' length (`verify_run_cycles`) against the real counters on the
+/// interpreter: cycles of verify + commit with `T = 4` drafts, 1 accepted, at `L = 8` fold
+/// every 5 verifications in steady state, so every run of `verify_run_cycles(8, 4, 1)`
+/// consecutive cycles (20; 16 would not be a whole number of periods) holds the same number of
+/// folds, whatever cycle it starts at.
+#[test]
+fn verification_runs_hold_the_same_number_of_folds() {
+    use replay::ssm::tuning::verify_run_cycles;
+    let (_d, s) = interp();
+    let (window, drafts, accepted, batch) = (8, 4, 1, 2);
+    let p = random_params(&mut Rng(61), CPU_TEST);
+    let plan = ReplayPlan::default_for(&CPU_TEST, window, drafts);
+    let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, batch, batch + 1, true, plan).unwrap();
+    st.fill(&s, Next::Verify(drafts)).unwrap();
+    st.accepted.copy_from_host(&s, &vec![accepted as i32; batch]).unwrap();
+    let mut io = StepIo::new(&s, CPU_TEST, batch, drafts, true).unwrap();
+    io.randomize(&s, 62).unwrap();
+    let run = verify_run_cycles(window, drafts, accepted);
+    assert_eq!(run, 20);
+    // The flush flag each verification runs with (every live row the same), 4 runs' worth.
+    let mut flags = Vec::new();
+    for _ in 0..4 * run {
+        let c = st.counters(&s).unwrap();
+        let live: Vec<bool> = c[1..=batch].iter().map(|&(_, _, f)| f).collect();
+        assert!(live.iter().all(|&f| f == live[0]), "{c:?}");
+        flags.push(live[0]);
+        st.verify(&s, &io, drafts).unwrap();
+        st.commit(&s, Next::Verify(drafts)).unwrap();
+    }
+    let first = flags.iter().position(|&f| f).expect("no fold");
+    let folds: Vec<usize> = (first..first + 2 * run)
+        .map(|start| flags[start..start + run].iter().filter(|&&f| f).count())
+        .collect();
+    assert!(folds.iter().all(|&n| n == folds[0]) && folds[0] == run / 5, "{folds:?}");
+    // Runs of 16 do not: some hold one fold more than others.
+    let sixteen: Vec<usize> = (first..first + 2 * run)
+        .map(|start| flags[start..start + 16].iter().filter(|&&f| f).count())
+        .collect();
+    assert!(sixteen.iter().min() != sixteen.iter().max(), "{sixteen:?}");
+}
