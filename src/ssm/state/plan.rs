@@ -147,7 +147,8 @@ pub struct ReplayPlan {
     /// Tiles of `mamba2_fold`, the verification's pre-flush (unused when `max_drafts == 0`).
     pub fold: Tiles,
     /// Two state precisions: an f16 copy of every checkpoint (written with it by every flush,
-    /// read by the verification instead of the f32 one; the recurrence stays f32).
+    /// read by non-flush steps and the verification instead of the f32 one; the recurrence
+    /// stays f32).
     #[serde(default)]
     pub lp: bool,
 }

@@ -60,8 +60,9 @@
 //! **Low-precision checkpoint** (kernels' `LP`, optional): `ckpt_lp: f16 [slots, HEADS, DV,
 //! DK]`, always the round-to-nearest f16 of `ckpt` (ReplaySSM's two state precisions): every
 //! kernel that writes `ckpt` (a flush, the fold) writes both, the recurrence reads only `ckpt`,
-//! and the output-only verification reads `ckpt_lp` (half the bytes, and its `S Q` product one
-//! f16 tensor-core term instead of three tf32 ones), so its error never accumulates.
+//! and the non-flush steps and the output-only verification read `ckpt_lp` (half the bytes;
+//! the verification's `S Q` product one f16 tensor-core term instead of three tf32 ones), so
+//! its error never accumulates.
 //!
 //! The logical state of slot `s` is `S_h = γ_h S_ckpt + Σ_{j<h} γ_{j+1:h} v_j k_jᵀ`.
 //! A fresh slot holds its initial state as checkpoint, `start = 0`, `h = 0` and the flag for
