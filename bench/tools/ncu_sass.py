@@ -6,7 +6,9 @@ Prints the warp instructions executed, the stall reasons' shares of the samples,
 and the instructions grouped by how often each ran: a group is one region of the kernel run
 the same number of times (once per program, per head, per k-step, ...).
 
-Usage: ncu_sass.py FILE.csv [--lines FROM TO]  (--lines: those SASS lines, with counts)
+Usage: ncu_sass.py FILE.csv [--lines FROM TO] [--top N]
+  --lines: those SASS lines, with counts; --top: the N lines with the most stall samples, with
+  their main stall reasons
 """
 import collections
 import csv
@@ -75,7 +77,18 @@ def main():
         for n, i in enumerate(insts[a:b], a):
             print(f"{n:5} {i['exec']:>10.0f} {i['samples']:>6.0f}  {i['src'][:90]}")
         return
+    if "--top" in args:
+        top(insts, int(args[args.index("--top") + 1]))
+        return
     summary(name, insts)
+
+
+def top(insts, n):
+    samples = sum(i["samples"] for i in insts) or 1.0
+    ranked = sorted(enumerate(insts), key=lambda p: -p[1]["samples"])[:n]
+    for line, i in ranked:
+        why = ", ".join(f"{k} {v / samples:.1%}" for k, v in collections.Counter(i["stalls"]).most_common(2) if v)
+        print(f"{line:5} {i['samples'] / samples:6.1%} {i['exec']:>10.0f}  {i['src'][:70]:70}  {why}")
 
 
 if __name__ == "__main__":
