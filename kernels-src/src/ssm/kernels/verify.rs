@@ -21,6 +21,24 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 /// z `[BV, tq]`.
 type HeadInputs = (Tile<bf16>, Tile<bf16>, Tile<bf16>);
 
+/// How the head loop loads a head's inputs besides its checkpoint rows (none where the mask is
+/// false), in two parts that it may issue at different times.
+struct HeadLoads<'a> {
+    /// The records' x `[nr, BV]`.
+    records: &'a dyn Fn(Tile<i32>, Tile<bool>) -> Tile<bf16>,
+    /// The drafts' x and z `[BV, tq]`.
+    drafts: &'a dyn Fn(Tile<i32>, Tile<bool>) -> (Tile<bf16>, Tile<bf16>),
+}
+
+impl HeadLoads<'_> {
+    /// Both parts of `head`'s inputs.
+    fn all(&self, head: Tile<i32>, m: Tile<bool>) -> HeadInputs {
+        let x_rec = (self.records)(head, m);
+        let (x_s, z_s) = (self.drafts)(head, m);
+        (x_rec, x_s, z_s)
+    }
+}
+
 /// One head's work, given its lane, its checkpoint rows times the queries (computed when asked)
 /// and its inputs.
 type PerHead<'a> = dyn Fn(Tile<i32>, &dyn Fn() -> Tile<f32>, HeadInputs) + 'a;
@@ -36,12 +54,14 @@ struct HeadRows<'a, T: Float> {
     q: Tile<T>,
 }
 
-/// The loop over the program's `hb` heads from `head0`: each head's inputs (`inputs`) and
+/// The loop over the program's `hb` heads from `head0`: each head's inputs (`loads`) and
 /// checkpoint rows loaded, then `per_head` given its rows times the queries (computed when it
 /// asks, right before their use). With `ASYNC` the rows are double-buffered in shared memory
-/// (the next head's copied while this head computes, no registers held for them); with
-/// `PREFETCH` the next head's loads are issued before this head's products (two heads' tiles
-/// live: more registers).
+/// (the next head's copied while this head computes, no registers held for them) and the next
+/// head's drafts' x and z are loaded into registers before this head's products (a few per
+/// thread; loaded in its own iteration, their latency stalled the gate of every head); with
+/// `PREFETCH` all of the next head's loads are issued before this head's products (two heads'
+/// tiles live: more registers).
 #[kernel_fn]
 fn head_loop<T: Float>(
     head0: Tile<i32>,
@@ -49,24 +69,28 @@ fn head_loop<T: Float>(
     shape: [usize; 2],
     (asynchronous, prefetch): (bool, bool),
     rows: HeadRows<'_, T>,
-    inputs: &dyn Fn(Tile<i32>, Tile<bool>) -> HeadInputs,
+    loads: HeadLoads<'_>,
     per_head: &PerHead<'_>,
 ) {
     let HeadRows { ptr, mask, q } = rows;
     if asynchronous {
         let buf = shared::<T>(2, &shape);
         buf.copy_async(0, ptr(head0), mask);
+        let mut drafts = (loads.drafts)(head0, full([], true));
         for hc in range(0, hb as i32) {
-            buf.copy_async((hc + 1) % 2, ptr(head0 + hc + 1), mask & (hc + 1 < hb as i32));
-            let head = inputs(head0 + hc, full([], true));
+            let next = hc + 1 < hb as i32;
+            buf.copy_async((hc + 1) % 2, ptr(head0 + hc + 1), mask & next);
+            let (x_s, z_s) = drafts;
+            drafts = (loads.drafts)(head0 + hc + 1, next);
+            let x_rec = (loads.records)(head0 + hc, full([], true));
             let sq = || {
                 wait_async(1);
                 dot(buf.read(hc % 2), q)
             };
-            per_head(hc, &sq, head);
+            per_head(hc, &sq, (x_rec, x_s, z_s));
         }
     } else if prefetch {
-        let tiles = |head: Tile<i32>, m: Tile<bool>| (inputs(head, m), load(ptr(head), mask & m));
+        let tiles = |head: Tile<i32>, m: Tile<bool>| (loads.all(head, m), load(ptr(head), mask & m));
         let mut next = tiles(head0, full([], true));
         for hc in range(0, hb as i32) {
             let (head, st) = next;
@@ -75,7 +99,7 @@ fn head_loop<T: Float>(
         }
     } else {
         for hc in range(0, hb as i32) {
-            let head = inputs(head0 + hc, full([], true));
+            let head = loads.all(head0 + hc, full([], true));
             let st = load(ptr(head0 + hc), mask);
             per_head(hc, &|| dot(st, q), head);
         }
@@ -118,7 +142,7 @@ fn head_loop<T: Float>(
 /// they are in flight while this head's products run (two heads' tiles live: more registers);
 /// with `ASYNC` (another, exclusive with it) the next head's checkpoint rows are copied into a
 /// two-stage shared buffer while this head computes, and read right before their product (no
-/// registers held for them in the meantime).
+/// registers held for them in the meantime), and its drafts' `x` and `z` loaded into registers.
 ///
 /// With `LP` (two state precisions) the checkpoint rows come from the f16 copy `ckpt_lp`.
 ///
@@ -233,18 +257,23 @@ pub fn mamba2_verify(
         let soff_of = |head: Tile<i32>| ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
         let sptr_of = |head: Tile<i32>| state + soff_of(head);
         let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
-        // A head's loads (none where `m` is false), all issued before its products: the
-        // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z: the
-        // drafts' x again, unused, without HAS_Z); the checkpoint rows [BV, DK] are loaded
-        // after them.
-        let head_inputs = |head: Tile<i32>, m: Tile<bool>| {
+        // A head's loads (none where `m` is false): the records' x of the value rows [nr, BV]
+        // and the drafts' x and z [BV, tq] (z: the drafts' x again, unused, without HAS_Z),
+        // issued before its checkpoint rows [BV, DK] and its products.
+        let records_x = |head: Tile<i32>, m: Tile<bool>| {
             let vmr = vmask.expand_dims(0) & m;
             let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
-            let x_rec = load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft);
+            load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft)
+        };
+        let drafts_xz = |head: Tile<i32>, m: Tile<bool>| {
             let xo = xoff(head, tok_s);
             let x_s = load(x + xo, vm & m);
             let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
-            (x_rec, x_s, z_s)
+            (x_s, z_s)
+        };
+        let loads = || HeadLoads {
+            records: &records_x,
+            drafts: &drafts_xz,
         };
         // The per-head vectors of all HB heads at once, before the head loop, with the head
         // axis first (HB rounded up to a power of two, the extra lanes masked off).
@@ -341,14 +370,14 @@ pub fn mamba2_verify(
                 mask: vm,
                 q: q_lp,
             };
-            head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, &head_inputs, &per_head);
+            head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, loads(), &per_head);
         } else {
             let rows = HeadRows {
                 ptr: &sptr_of,
                 mask: vm,
                 q: q_t,
             };
-            head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, &head_inputs, &per_head);
+            head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, loads(), &per_head);
         }
         // The drafts' keys, by one program per group.
         let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
