@@ -79,13 +79,13 @@ fn head_loop<T: Float>(
         let mut drafts = (loads.drafts)(head0, full([], true));
         for hc in range(0, hb as i32) {
             let next = hc + 1 < hb as i32;
-            buf.copy_async((hc + 1) % 2, ptr(head0 + hc + 1), mask & next);
+            buf.copy_async((hc + 1) & 1, ptr(head0 + hc + 1), mask & next);
             let (x_s, z_s) = drafts;
             drafts = (loads.drafts)(head0 + hc + 1, next);
             let x_rec = (loads.records)(head0 + hc, full([], true));
             let sq = || {
                 wait_async(1);
-                dot(buf.read(hc % 2), q)
+                dot(buf.read(hc & 1), q)
             };
             per_head(hc, &sq, (x_rec, x_s, z_s));
         }
@@ -328,6 +328,10 @@ pub fn mamba2_verify(
         // SHARED_WEIGHTS: the weights of all HB heads at once, before the head loop (more
         // registers held through it); else each head's in its iteration.
         let wt = SHARED_WEIGHTS.then(|| weights(None));
+        // The drafts' keys appended at ring positions start + h + s, by one program per group
+        // (before the head loop: nothing held through it for them; no launch reads them there).
+        let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
+        store(krow(ring_b, pos_d), load(krow(bmat, tok0 + s), bmask), bmask);
         // The drafts' dt' appended at ring positions start + h + s (by the programs with vb = 0).
         store(
             ring_dt + heads.expand_dims(1) + (pos_d * HEADS).expand_dims(0),
@@ -379,8 +383,5 @@ pub fn mamba2_verify(
             };
             head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, loads(), &per_head);
         }
-        // The drafts' keys, by one program per group.
-        let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
-        store(krow(ring_b, pos_d), load(krow(bmat, tok0 + s), bmask), bmask);
     }
 }
