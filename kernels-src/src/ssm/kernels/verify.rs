@@ -257,9 +257,10 @@ pub fn mamba2_verify(
         let soff_of = |head: Tile<i32>| ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
         let sptr_of = |head: Tile<i32>| state + soff_of(head);
         let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
-        // A head's loads (none where `m` is false): the records' x of the value rows [nr, BV]
-        // and the drafts' x and z [BV, tq] (z: the drafts' x again, unused, without HAS_Z),
-        // issued before its checkpoint rows [BV, DK] and its products.
+        // A head's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
+        // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z: the
+        // drafts' x again, unused, without HAS_Z); `head_loop` issues them before the head's
+        // products (the drafts' a head ahead with ASYNC).
         let records_x = |head: Tile<i32>, m: Tile<bool>| {
             let vmr = vmask.expand_dims(0) & m;
             let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
@@ -328,8 +329,9 @@ pub fn mamba2_verify(
         // SHARED_WEIGHTS: the weights of all HB heads at once, before the head loop (more
         // registers held through it); else each head's in its iteration.
         let wt = SHARED_WEIGHTS.then(|| weights(None));
-        // The drafts' keys appended at ring positions start + h + s, by one program per group
-        // (before the head loop: nothing held through it for them; no launch reads them there).
+        // The drafts' keys appended at ring positions start + h + s, by one program per group,
+        // before the head loop (nothing held through it for them; this launch reads the drafts'
+        // keys from `bmat`, never from those positions).
         let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
         store(krow(ring_b, pos_d), load(krow(bmat, tok0 + s), bmask), bmask);
         // The drafts' dt' appended at ring positions start + h + s (by the programs with vb = 0).
