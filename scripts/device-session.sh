@@ -8,7 +8,8 @@
 #   tests    every GPU test binary in .carry/tests (REPLAY_REQUIRE_GPU=1, SSM tests on the GPU)
 #   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super B=16, T=8)
 #   tuned    bench-ssm tuned (REPLAY_TUNE=force), with Triton: batches $TUNED_BATCHES (default
-#            256,1), models $TUNED_MODELS (default both)
+#            256,1), models $TUNED_MODELS (default both), drafts $TUNED_DRAFTS (default 2,4,8;
+#            one model at B=256 with drafts 8 takes ~8 minutes, both precisions)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
 #   ab       the previous build (.carry/old/replay) against this one at equal plans, alternated,
 #            two rounds each: bench-ssm --plans $AB_PLANS (default the v14 Super results)
@@ -92,8 +93,9 @@ for s in "${steps[@]}"; do
     tests) export -f gpu_tests; step tests 240 bash -c gpu_tests ;;
     memcheck) step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
       "$bin" bench-ssm --model nemotron3-super-120b --batch 16 --drafts 8 --no-tune ;;
-    tuned) step tuned 540 env REPLAY_TUNE=force "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
-      ${TUNED_MODELS:+--model "$TUNED_MODELS"} --triton "$triton" --json "$out/ssm-tuned.json" ;;
+    tuned) step tuned 570 env REPLAY_TUNE=force "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
+      ${TUNED_MODELS:+--model "$TUNED_MODELS"} ${TUNED_DRAFTS:+--drafts "$TUNED_DRAFTS"} --triton "$triton" \
+      --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
     ab) export -f ab; export out bin; step ab 300 bash -c ab ;;
