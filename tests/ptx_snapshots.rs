@@ -1,7 +1,8 @@
 //! Every registered kernel compiles for both targets at its default configuration; the PTX is
-//! snapshot-tested (snapshots/ at the workspace root) and assembled by ptxas with zero spills.
+//! snapshot-tested (snapshots/ at the workspace root) and assembled by ptxas with zero spills;
+//! with source lines (`.file` / `.loc`) it names only the kernels' own files.
 
-use replay_dsl::{compile, Specialization, Target};
+use replay_dsl::{compile_with_lines, Specialization, Target};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -64,7 +65,7 @@ fn compile_ms(entry: &replay_dsl::KernelEntry, values: &[(&str, i64)], target: T
         .map(|_| {
             let start = std::time::Instant::now();
             let kernel = (entry.trace)(values, &Specialization::default()).expect("traced once already");
-            compile(&kernel, target).expect("compiled once already");
+            compile_with_lines(&kernel, target, false).expect("compiled once already");
             start.elapsed().as_secs_f64() * 1e3
         })
         .collect();
@@ -81,7 +82,8 @@ fn every_kernel_compiles_snapshots_and_assembles() {
         let kernel = (entry.trace)(&defaults, &Specialization::default())
             .unwrap_or_else(|e| panic!("{} failed to trace: {e}", entry.name));
         for target in Target::ALL {
-            let compiled = compile(&kernel, target).unwrap_or_else(|e| panic!("{} on {target}: {e}", entry.name));
+            let compiled = compile_with_lines(&kernel, target, false)
+                .unwrap_or_else(|e| panic!("{} on {target}: {e}", entry.name));
             insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
                 insta::assert_snapshot!(format!("{}.{}", entry.name, target.arch()), compiled.ptx);
             });
@@ -97,4 +99,24 @@ fn every_kernel_compiles_snapshots_and_assembles() {
         }
     }
     println!("{}", report.join("\n"));
+}
+
+#[test]
+fn every_kernel_carries_its_own_source_lines() {
+    let ptxas = ptxas();
+    for entry in replay_kernels::registry() {
+        let kernel = (entry.trace)(&(entry.defaults)(), &Specialization::default())
+            .unwrap_or_else(|e| panic!("{} failed to trace: {e}", entry.name));
+        let compiled = compile_with_lines(&kernel, Target::Sm90, true).expect("compiles");
+        let files: Vec<&str> = compiled.ptx.lines().filter(|l| l.starts_with(".file ")).collect();
+        assert!(!files.is_empty(), "{}: no .file", entry.name);
+        for f in &files {
+            // The kernels' sources (the gallery's and the SSM's), never the front end's.
+            assert!(f.contains("kernels-src/src/"), "{}: {f}", entry.name);
+        }
+        let locs = compiled.ptx.lines().filter(|l| l.trim().starts_with(".loc ")).count();
+        assert!(locs > 0, "{}: no .loc", entry.name);
+        let (_, spills) = assemble(&ptxas, &compiled.ptx, "sm_90a", entry.name);
+        assert_eq!(spills, 0, "{} spills with source lines", entry.name);
+    }
 }

@@ -123,7 +123,11 @@ pub fn parse(text: &str) -> Result<Program, EmuError> {
     while i < lines.len() {
         let (ln, l) = (&lines[i].0, lines[i].1.as_str());
         let l = l.strip_suffix(';').unwrap_or(l).trim();
-        if l.starts_with(".version") || l.starts_with(".target") || l.starts_with(".address_size") {
+        if [".version", ".target", ".address_size", ".file"]
+            .iter()
+            .any(|d| l.starts_with(d))
+        {
+            // `.file`: source files of `.loc` lines (debug information, no semantics).
             i += 1;
         } else if l.starts_with(".shared") || l.starts_with(".extern .shared") {
             shared.declare(*ln, l)?;
@@ -374,6 +378,10 @@ fn split_operands(s: &str) -> Vec<&str> {
 
 impl Body<'_> {
     fn statement(&mut self, line: usize, l: &str) -> Result<(), EmuError> {
+        if l.starts_with(".loc ") {
+            // A source line for the code that follows (debug information, no semantics).
+            return Ok(());
+        }
         if let Some(label) = l.strip_suffix(':') {
             self.labels.insert(label.trim().to_string(), self.insts.len() as u32);
             return Ok(());

@@ -72,6 +72,9 @@ pub struct Compiled {
     pub shared_bytes: u32,
     /// `(stage name, text)` for every stage: the IR after each pass, the layouts, the PTX.
     pub stages: Vec<(String, String)>,
+    /// Whether the PTX carries the kernel's source lines (`.file` / `.loc`), which the driver
+    /// turns into line tables when asked.
+    pub line_info: bool,
 }
 
 impl Compiled {
@@ -86,10 +89,25 @@ impl Compiled {
 }
 
 /// Runs the passes and the PTX backend on a traced kernel.
+///
+/// With `REPLAY_LINEINFO=1` in the environment the PTX carries the kernel's source lines, for
+/// profilers ([`compile_with_lines`]).
 pub fn compile(kernel: &Kernel, target: Target) -> Result<Compiled, CompileError> {
+    compile_with_lines(kernel, target, line_info_requested())
+}
+
+/// True when `REPLAY_LINEINFO=1`: compiled kernels carry their source lines.
+pub fn line_info_requested() -> bool {
+    std::env::var("REPLAY_LINEINFO").is_ok_and(|v| v == "1")
+}
+
+/// [`compile`], the PTX carrying the kernel's source lines or not: each instruction's code is
+/// preceded by a `.loc` of the Rust line whose tile operation traced it (`.file` per source
+/// file), so that a profiler shows the kernel's lines beside the SASS; the code is the same.
+pub fn compile_with_lines(kernel: &Kernel, target: Target, line_info: bool) -> Result<Compiled, CompileError> {
     let mut stages = vec![("trace".to_string(), kernel.to_string())];
     let optimized = crate::passes::run_all(kernel.clone(), &mut stages)?;
-    let generated = crate::backend::generate(&optimized, target)?;
+    let generated = crate::backend::generate(&optimized, target, line_info)?;
     stages.extend(generated.stages);
     stages.push(("ptx".to_string(), generated.ptx.clone()));
     Ok(Compiled {
@@ -99,6 +117,7 @@ pub fn compile(kernel: &Kernel, target: Target) -> Result<Compiled, CompileError
         num_threads: optimized.num_warps * 32,
         shared_bytes: generated.shared_bytes,
         stages,
+        line_info,
     })
 }
 

@@ -312,6 +312,32 @@ pub struct Inst {
     pub op: Op,
     /// Values it defines.
     pub results: Vec<Value>,
+    /// Where the kernel's source traced it (the call of the tile operation).
+    pub loc: Option<Loc>,
+}
+
+/// A line of a kernel's Rust source: where a tile operation was called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Loc {
+    /// The source file, as the Rust compiler names it (relative to the workspace for its crates).
+    pub file: &'static str,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+}
+
+impl Loc {
+    /// The location of the caller (through `#[track_caller]` functions).
+    #[track_caller]
+    pub fn caller() -> Loc {
+        let l = std::panic::Location::caller();
+        Loc {
+            file: l.file(),
+            line: l.line(),
+            column: l.column(),
+        }
+    }
 }
 
 /// A straight-line list of instructions with block arguments.

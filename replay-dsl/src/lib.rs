@@ -34,7 +34,7 @@ pub use spec::{ConfigValues, KernelDef, KernelEntry, ParamSpec, Specialization};
 pub mod backend;
 pub mod compile;
 pub mod passes;
-pub use compile::{compile, Compiled, Target};
+pub use compile::{compile, compile_with_lines, line_info_requested, Compiled, Target};
 pub mod host;
 pub mod interp;
 

@@ -44,11 +44,11 @@ pub struct Generated {
 }
 
 /// Lowers optimised IR to PTX for `target`.
-pub fn generate(kernel: &Kernel, target: Target) -> Result<Generated, CompileError> {
+pub fn generate(kernel: &Kernel, target: Target, line_info: bool) -> Result<Generated, CompileError> {
     let axis = axis::AxisTable::analyze(kernel);
     let asg = assign::Assignment::new(kernel, &axis);
     let layout_text = asg.describe();
-    let out = ptx::emit_kernel(kernel, asg, &axis, target)?;
+    let out = ptx::emit_kernel(kernel, asg, &axis, target, line_info)?;
     Ok(Generated {
         ptx: out.ptx,
         shared_bytes: out.shared_bytes,

@@ -1,7 +1,7 @@
 //! The tracing context: kernel bodies run as ordinary Rust and append IR here.
 
 use crate::error::{CompileError, ErrorKind};
-use crate::ir::{Block, Inst, Kernel, Op, Param, SharedBuffer, Value};
+use crate::ir::{Block, Inst, Kernel, Loc, Op, Param, SharedBuffer, Value};
 use crate::types::Ty;
 use std::cell::RefCell;
 
@@ -24,6 +24,7 @@ pub const MAX_THREADS_PER_SM: u32 = 2048;
 ///
 /// Errors met inside the body (shape mismatches, failed static asserts, …) are collected and the
 /// first one is returned, naming the kernel and the op.
+#[track_caller]
 pub fn trace(
     name: &str,
     params: Vec<Param>,
@@ -37,6 +38,7 @@ pub fn trace(
 /// [`trace`] with an occupancy hint: `min_blocks` programs of `32 × num_warps` threads should
 /// fit on one SM at once (`.minnctapersm`; 1 is no hint). It must be at least 1 and the
 /// programs must fit [`MAX_THREADS_PER_SM`].
+#[track_caller]
 pub fn trace_with_min_blocks(
     name: &str,
     params: Vec<Param>,
@@ -86,11 +88,12 @@ pub fn trace_with_min_blocks(
     let args: Vec<Value> = params
         .iter()
         .enumerate()
-        .map(|(i, p)| push(Op::Param(i), vec![Ty::scalar(p.dtype)])[0])
+        .map(|(i, p)| push_at(Op::Param(i), vec![Ty::scalar(p.dtype)], None)[0])
         .collect();
     // Run the body; make sure the context is removed even if the body panics.
     struct Reset;
     impl Drop for Reset {
+        #[track_caller]
         fn drop(&mut self) {
             CTX.with(|c| c.replace(None));
         }
@@ -109,6 +112,7 @@ pub fn trace_with_min_blocks(
     Ok(kernel)
 }
 
+#[track_caller]
 fn with<R>(f: impl FnOnce(&mut Ctx) -> R) -> R {
     CTX.with(|c| {
         let mut c = c.borrow_mut();
@@ -120,38 +124,52 @@ fn with<R>(f: impl FnOnce(&mut Ctx) -> R) -> R {
 }
 
 /// True while a kernel is being traced on this thread.
+#[track_caller]
 pub fn is_tracing() -> bool {
     CTX.with(|c| c.borrow().is_some())
 }
 
-/// Appends an instruction to the current block and returns its results.
+/// Appends an instruction to the current block and returns its results. The instruction's
+/// location is its caller's, through every `#[track_caller]` function up to the kernel source.
+#[track_caller]
 pub fn push(op: Op, result_tys: Vec<Ty>) -> Vec<Value> {
+    push_at(op, result_tys, Some(Loc::caller()))
+}
+
+/// [`push`] with the given location (none for instructions that no source line stands for:
+/// parameters, the ends of nested blocks).
+pub fn push_at(op: Op, result_tys: Vec<Ty>, loc: Option<Loc>) -> Vec<Value> {
     with(|ctx| {
         let results: Vec<Value> = result_tys.into_iter().map(|t| ctx.kernel.new_value(t)).collect();
         ctx.blocks.last_mut().expect("open block").insts.push(Inst {
             op,
             results: results.clone(),
+            loc,
         });
         results
     })
 }
 
 /// Appends a single-result instruction.
+#[track_caller]
 pub fn push1(op: Op, ty: Ty) -> Value {
     push(op, vec![ty])[0]
 }
 
 /// Defines a value without an instruction (a block argument).
+#[track_caller]
 pub fn new_value(ty: Ty) -> Value {
     with(|ctx| ctx.kernel.new_value(ty))
 }
 
 /// The type of a traced value.
+#[track_caller]
 pub fn ty(v: Value) -> Ty {
     with(|ctx| ctx.kernel.ty(v).clone())
 }
 
 /// Records an error (the first one wins); tracing continues.
+#[track_caller]
 pub fn fail(op: &str, kind: ErrorKind) {
     with(|ctx| {
         if ctx.error.is_none() {
@@ -161,11 +179,13 @@ pub fn fail(op: &str, kind: ErrorKind) {
 }
 
 /// True if an error was recorded.
+#[track_caller]
 pub fn failed() -> bool {
     with(|ctx| ctx.error.is_some())
 }
 
 /// Declares a shared-memory buffer of the kernel being traced; returns its index.
+#[track_caller]
 pub fn declare_shared(buffer: SharedBuffer) -> usize {
     with(|ctx| {
         ctx.kernel.shared.push(buffer);
@@ -174,16 +194,19 @@ pub fn declare_shared(buffer: SharedBuffer) -> usize {
 }
 
 /// The shared-memory buffer `id` of the kernel being traced.
+#[track_caller]
 pub fn shared_buffer(id: usize) -> SharedBuffer {
     with(|ctx| ctx.kernel.shared[id].clone())
 }
 
 /// The number of warps of the kernel being traced.
+#[track_caller]
 pub fn num_warps() -> u32 {
     with(|ctx| ctx.kernel.num_warps)
 }
 
 /// Opens a nested block whose instructions go to the block returned by [`close_block`].
+#[track_caller]
 pub fn open_block(args: Vec<Value>) {
     with(|ctx| {
         ctx.blocks.push(Block {
@@ -194,6 +217,7 @@ pub fn open_block(args: Vec<Value>) {
 }
 
 /// Closes the innermost nested block.
+#[track_caller]
 pub fn close_block() -> Block {
     with(|ctx| {
         assert!(ctx.blocks.len() > 1, "close_block without open_block");

@@ -3,7 +3,7 @@
 //! The `#[kernel]` macro rewrites `for i in range(lo, hi) { … }` into [`for_range`] and every
 //! `if` into [`Cond::branch`]; the variables a loop or branch assigns travel as [`Carry`] state.
 
-use super::builder::{close_block, fail, new_value, open_block, push, ty};
+use super::builder::{close_block, fail, new_value, open_block, push, push_at, ty};
 use super::tile::{Element, Operand, Tile};
 use crate::error::ErrorKind;
 use crate::ir::{Op, Value};
@@ -18,9 +18,11 @@ pub trait Carry: Sized {
 }
 
 impl<T: Element> Carry for Tile<T> {
+    #[track_caller]
     fn flatten(&self, out: &mut Vec<Value>) {
         out.push(self.value)
     }
+    #[track_caller]
     fn rebuild(&self, vals: &mut dyn Iterator<Item = Value>) -> Self {
         Tile::from_value(vals.next().expect("carried value"))
     }
@@ -31,12 +33,14 @@ impl<T: Element> Carry for Tile<T> {
 macro_rules! carry_plain {
     ($($t:ty),*) => {$(
         impl Carry for $t {
+            #[track_caller]
             fn flatten(&self, _: &mut Vec<Value>) {
                 fail("carry", ErrorKind::Type(format!(
                     "a compile-time `{}` is assigned inside a runtime loop or branch; use a tile",
                     stringify!($t)
                 )));
             }
+            #[track_caller]
             fn rebuild(&self, _: &mut dyn Iterator<Item = Value>) -> Self {
                 *self
             }
@@ -46,16 +50,20 @@ macro_rules! carry_plain {
 carry_plain!(usize, isize, u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, bool);
 
 impl Carry for () {
+    #[track_caller]
     fn flatten(&self, _: &mut Vec<Value>) {}
+    #[track_caller]
     fn rebuild(&self, _: &mut dyn Iterator<Item = Value>) -> Self {}
 }
 
 macro_rules! carry_tuple {
     ($($n:ident $i:tt),*) => {
         impl<$($n: Carry),*> Carry for ($($n,)*) {
+            #[track_caller]
             fn flatten(&self, out: &mut Vec<Value>) {
                 $(self.$i.flatten(out);)*
             }
+            #[track_caller]
             fn rebuild(&self, vals: &mut dyn Iterator<Item = Value>) -> Self {
                 ($(self.$i.rebuild(vals),)*)
             }
@@ -75,12 +83,14 @@ carry_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
 carry_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
 carry_tuple!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
 
+#[track_caller]
 fn flat<C: Carry>(c: &C) -> Vec<Value> {
     let mut v = Vec::new();
     c.flatten(&mut v);
     v
 }
 
+#[track_caller]
 fn check_same_types(op: &str, before: &[Value], after: &[Value]) -> bool {
     for (i, (a, b)) in before.iter().zip(after).enumerate() {
         let (ta, tb) = (ty(*a), ty(*b));
@@ -103,11 +113,13 @@ pub struct Range {
 }
 
 /// The runtime range `lo..hi` (step 1).
+#[track_caller]
 pub fn range(lo: impl Operand<i32>, hi: impl Operand<i32>) -> Range {
     range_step(lo, hi, 1)
 }
 
 /// The runtime range `lo..hi` stepping by `step` (which must be positive).
+#[track_caller]
 pub fn range_step(lo: impl Operand<i32>, hi: impl Operand<i32>, step: impl Operand<i32>) -> Range {
     let r = Range {
         lo: lo.value(),
@@ -126,6 +138,7 @@ pub fn range_step(lo: impl Operand<i32>, hi: impl Operand<i32>, step: impl Opera
 }
 
 /// Traces a runtime loop: `body(i, state)` returns the next state; returns the final state.
+#[track_caller]
 pub fn for_range<C: Carry>(range: Range, init: C, body: impl FnOnce(Tile<i32>, C) -> C) -> C {
     let init_vals = flat(&init);
     let iv = new_value(Ty::scalar(i32::DTYPE));
@@ -137,7 +150,7 @@ pub fn for_range<C: Carry>(range: Range, init: C, body: impl FnOnce(Tile<i32>, C
     let next = body(Tile::from_value(iv), state);
     let next_vals = flat(&next);
     check_same_types("for", &init_vals, &next_vals);
-    push(Op::Yield(next_vals), vec![]);
+    push_at(Op::Yield(next_vals), vec![], None);
     let block = close_block();
     let result_tys: Vec<Ty> = init_vals.iter().map(|v| ty(*v)).collect();
     let results = push(
@@ -160,6 +173,7 @@ pub trait Cond {
     fn branch<C: Carry>(self, state: C, then_: impl FnOnce(C) -> C, else_: impl FnOnce(C) -> C) -> C;
     /// Like [`Cond::branch`] for an `if` used as a value: each arm returns the state and a
     /// value (of the same type in both arms); returns the resulting state and value.
+    #[track_caller]
     fn branch_value<C: Carry, V: Carry>(
         self,
         state: C,
@@ -169,6 +183,7 @@ pub trait Cond {
 }
 
 impl Cond for bool {
+    #[track_caller]
     fn branch<C: Carry>(self, state: C, then_: impl FnOnce(C) -> C, else_: impl FnOnce(C) -> C) -> C {
         if self {
             then_(state)
@@ -176,6 +191,7 @@ impl Cond for bool {
             else_(state)
         }
     }
+    #[track_caller]
     fn branch_value<C: Carry, V: Carry>(
         self,
         state: C,
@@ -191,6 +207,7 @@ impl Cond for bool {
 }
 
 impl Cond for Tile<bool> {
+    #[track_caller]
     fn branch<C: Carry>(self, state: C, then_: impl FnOnce(C) -> C, else_: impl FnOnce(C) -> C) -> C {
         if !self.shape().is_empty() {
             fail(
@@ -207,7 +224,7 @@ impl Cond for Tile<bool> {
             let out = arm(state.rebuild(&mut init_vals.clone().into_iter()));
             let vals = flat(&out);
             check_same_types("if", &init_vals, &vals);
-            push(Op::Yield(vals), vec![]);
+            push_at(Op::Yield(vals), vec![], None);
             close_block()
         };
         let then_block = trace_arm(Box::new(then_), &state);
@@ -223,6 +240,7 @@ impl Cond for Tile<bool> {
         );
         state.rebuild(&mut results.into_iter())
     }
+    #[track_caller]
     fn branch_value<C: Carry, V: Carry>(
         self,
         state: C,
@@ -245,7 +263,7 @@ impl Cond for Tile<bool> {
         let mut then_vals = flat(&then_state);
         check_same_types("if", &init_vals, &then_vals);
         then_vals.extend(flat(&then_value));
-        push(Op::Yield(then_vals.clone()), vec![]);
+        push_at(Op::Yield(then_vals.clone()), vec![], None);
         let then_block = close_block();
         open_block(vec![]);
         let else_vals = flat(&else_(state.rebuild(&mut init_vals.clone().into_iter())));
@@ -257,7 +275,7 @@ impl Cond for Tile<bool> {
         } else {
             check_same_types("if", &then_vals, &else_vals);
         }
-        push(Op::Yield(else_vals), vec![]);
+        push_at(Op::Yield(else_vals), vec![], None);
         let else_block = close_block();
         let tys: Vec<Ty> = then_vals.iter().map(|v| ty(*v)).collect();
         let results = push(

@@ -19,6 +19,7 @@ pub struct Shared<T: Scalar> {
 
 /// Declares a shared-memory buffer of `stages` tiles of shape `shape`, written by
 /// [`Shared::copy_async`] and read by [`Shared::read`].
+#[track_caller]
 pub fn shared<T: Scalar>(stages: usize, shape: &[usize]) -> Shared<T> {
     if stages == 0 || shape.is_empty() {
         fail(
@@ -37,6 +38,7 @@ pub fn shared<T: Scalar>(stages: usize, shape: &[usize]) -> Shared<T> {
 }
 
 /// The scalar `stage` as a value (an error unless it is a scalar).
+#[track_caller]
 fn stage_value(stage: impl Operand<i32>, op: &str) -> crate::ir::Value {
     let v = stage.value();
     if !ty(v).shape.is_empty() {
@@ -53,6 +55,7 @@ impl<T: Scalar> Shared<T> {
     /// one copy group that completes in the background; lanes where `mask` is false become 0
     /// and are not read. The copy begins after every earlier [`Shared::read`] of this buffer by
     /// the program, and its data may be read after a [`wait_async`] has completed it.
+    #[track_caller]
     pub fn copy_async(&self, stage: impl Operand<i32>, ptr: Tile<Ptr<T>>, mask: impl MaskArg) {
         let (p, m) = mask_for(ptr.value, mask.mask(), "copy_async");
         let want = shared_buffer(self.id).shape;
@@ -76,6 +79,7 @@ impl<T: Scalar> Shared<T> {
     }
 
     /// Stage `stage` as a tile. Its copy must have completed ([`wait_async`]).
+    #[track_caller]
     pub fn read(&self, stage: impl Operand<i32>) -> Tile<T> {
         let b = shared_buffer(self.id);
         let stage = stage_value(stage, "shared read");
@@ -88,6 +92,7 @@ impl<T: Scalar> Shared<T> {
 
 /// Waits until at most `pending` of the program's copy groups ([`Shared::copy_async`]) are still
 /// in flight, the newest ones; the completed copies are then visible to the whole program.
+#[track_caller]
 pub fn wait_async(pending: usize) {
     push(Op::WaitAsync(pending), vec![]);
 }

@@ -11,6 +11,7 @@ use std::marker::PhantomData;
 pub struct Ptr<T>(PhantomData<T>);
 
 impl<T> Clone for Ptr<T> {
+    #[track_caller]
     fn clone(&self) -> Self {
         *self
     }
@@ -45,6 +46,7 @@ macro_rules! scalar {
         }
         impl Scalar for $t {
             const ELEM: Elem = Elem::$e;
+            #[track_caller]
             fn to_const(self) -> Const {
                 #[allow(clippy::redundant_closure_call)]
                 ($conv)(self)
@@ -88,6 +90,7 @@ pub struct Tile<T: Element> {
 }
 
 impl<T: Element> Clone for Tile<T> {
+    #[track_caller]
     fn clone(&self) -> Self {
         *self
     }
@@ -95,6 +98,7 @@ impl<T: Element> Clone for Tile<T> {
 impl<T: Element> Copy for Tile<T> {}
 
 impl<T: Element> std::fmt::Debug for Tile<T> {
+    #[track_caller]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Tile(%{})", self.value.0)
     }
@@ -102,18 +106,22 @@ impl<T: Element> std::fmt::Debug for Tile<T> {
 
 impl<T: Element> Tile<T> {
     /// Wraps an IR value (its type must be `T`).
+    #[track_caller]
     pub fn from_value(value: Value) -> Self {
         Tile { value, _t: PhantomData }
     }
     /// The tile's shape.
+    #[track_caller]
     pub fn shape(&self) -> Shape {
         ty(self.value).shape
     }
     /// The tile's rank (0 for scalars).
+    #[track_caller]
     pub fn rank(&self) -> usize {
         self.shape().len()
     }
     /// Inserts a size-1 dimension at `axis` (Triton's `x[None, :]` is `x.expand_dims(0)`).
+    #[track_caller]
     pub fn expand_dims(self, axis: usize) -> Tile<T> {
         let mut shape = self.shape();
         if axis > shape.len() {
@@ -127,6 +135,7 @@ impl<T: Element> Tile<T> {
         Tile::from_value(push1(Op::ExpandDims(self.value, axis), Ty::new(T::DTYPE, shape)))
     }
     /// The same elements (row-major order) in another shape with the same number of elements.
+    #[track_caller]
     pub fn reshape(self, shape: impl AsRef<[usize]>) -> Tile<T> {
         let shape = shape.as_ref().to_vec();
         let old = self.shape();
@@ -143,6 +152,7 @@ impl<T: Element> Tile<T> {
         Tile::from_value(push1(Op::Reshape(self.value), Ty::new(T::DTYPE, shape)))
     }
     /// The transpose of a 2-D tile.
+    #[track_caller]
     pub fn trans(self) -> Tile<T> {
         let shape = self.shape();
         if shape.len() != 2 {
@@ -159,6 +169,7 @@ impl<T: Element> Tile<T> {
     }
     /// Broadcasts to `shape` (numpy rules: missing leading dimensions and size-1 dimensions
     /// expand).
+    #[track_caller]
     pub fn broadcast_to(self, shape: impl AsRef<[usize]>) -> Tile<T> {
         broadcast_value(self.value, shape.as_ref(), "broadcast_to")
             .map(Tile::from_value)
@@ -167,6 +178,7 @@ impl<T: Element> Tile<T> {
 }
 
 /// A constant tile of `shape` holding `x`.
+#[track_caller]
 pub fn full<T: Scalar>(shape: impl AsRef<[usize]>, x: T) -> Tile<T> {
     let shape = shape.as_ref().to_vec();
     check_extents(&shape, "full");
@@ -174,6 +186,7 @@ pub fn full<T: Scalar>(shape: impl AsRef<[usize]>, x: T) -> Tile<T> {
 }
 
 /// A tile of `shape` holding zeros of type `T`.
+#[track_caller]
 pub fn zeros<T: Num>(shape: impl AsRef<[usize]>) -> Tile<T> {
     let shape = shape.as_ref().to_vec();
     check_extents(&shape, "zeros");
@@ -186,6 +199,7 @@ pub fn zeros<T: Num>(shape: impl AsRef<[usize]>) -> Tile<T> {
 }
 
 /// Records an error unless every extent is a power of two.
+#[track_caller]
 pub(crate) fn check_extents(shape: &[usize], op: &str) -> bool {
     if shape.len() > 3 {
         fail(
@@ -205,6 +219,7 @@ pub(crate) fn check_extents(shape: &[usize], op: &str) -> bool {
 }
 
 /// The numpy broadcast of two shapes.
+#[track_caller]
 pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Shape> {
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
@@ -222,6 +237,7 @@ pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Shape> {
 }
 
 /// Emits the ops that broadcast `v` to `shape`; records an error and returns `None` if it cannot.
+#[track_caller]
 pub(crate) fn broadcast_value(v: Value, shape: &[usize], op: &str) -> Option<Value> {
     let t = ty(v);
     if t.shape == shape {
@@ -252,6 +268,7 @@ pub(crate) fn broadcast_value(v: Value, shape: &[usize], op: &str) -> Option<Val
 }
 
 /// Broadcasts two values to their common shape.
+#[track_caller]
 pub(crate) fn broadcast_pair(a: Value, b: Value, op: &str) -> (Value, Value) {
     let (ta, tb) = (ty(a), ty(b));
     match broadcast_shapes(&ta.shape, &tb.shape) {
@@ -273,6 +290,7 @@ pub(crate) fn broadcast_pair(a: Value, b: Value, op: &str) -> (Value, Value) {
 }
 
 /// A scalar constant of type `T` as a rank-0 tile.
+#[track_caller]
 pub fn constant<T: Scalar>(x: T) -> Tile<T> {
     Tile::from_value(push1(Op::Const(x.to_const()), Ty::scalar(T::DTYPE)))
 }
@@ -288,6 +306,7 @@ pub trait Operand<T: Element> {
     fn value(self) -> Value;
 }
 impl<T: Element> Operand<T> for Tile<T> {
+    #[track_caller]
     fn value(self) -> Value {
         self.value
     }
@@ -295,6 +314,7 @@ impl<T: Element> Operand<T> for Tile<T> {
 macro_rules! literal_operand {
     ($tile:ty, $lit:ty, $conv:expr) => {
         impl Operand<$tile> for $lit {
+            #[track_caller]
             fn value(self) -> Value {
                 #[allow(clippy::redundant_closure_call)]
                 constant::<$tile>(($conv)(self)).value
@@ -313,6 +333,7 @@ literal_operand!(i64, usize, |x: usize| x as i64);
 literal_operand!(u32, u32, |x| x);
 literal_operand!(bool, bool, |x| x);
 
+#[track_caller]
 fn usize_to_i32(x: usize) -> i32 {
     i32::try_from(x).unwrap_or_else(|_| {
         fail(
@@ -324,6 +345,7 @@ fn usize_to_i32(x: usize) -> i32 {
 }
 
 /// Emits an elementwise binary op after broadcasting; both operands have type `T`.
+#[track_caller]
 pub(crate) fn binary<T: Element>(op: BinaryOp, a: Value, b: Value) -> Tile<T> {
     let name = format!("{op:?}").to_lowercase();
     let (a, b) = broadcast_pair(a, b, &name);
@@ -345,6 +367,7 @@ pub(crate) fn binary<T: Element>(op: BinaryOp, a: Value, b: Value) -> Tile<T> {
 }
 
 /// Emits an elementwise unary op.
+#[track_caller]
 pub(crate) fn unary<T: Element>(op: UnaryOp, a: Value) -> Tile<T> {
     let t = ty(a);
     let ok = match op {
@@ -366,6 +389,7 @@ macro_rules! arith_op {
     ($tr:ident, $m:ident, $op:ident, $bound:ident) => {
         impl<T: $bound, R: Operand<T>> std::ops::$tr<R> for Tile<T> {
             type Output = Tile<T>;
+            #[track_caller]
             fn $m(self, rhs: R) -> Tile<T> {
                 binary(BinaryOp::$op, self.value, rhs.value())
             }
@@ -386,12 +410,16 @@ arith_op!(BitXor, bitxor, Xor, Scalar);
 macro_rules! literal_lhs {
     ($lit:ty => $($t:ty),*) => {$(
         impl std::ops::Add<Tile<$t>> for $lit { type Output = Tile<$t>;
+            #[track_caller]
             fn add(self, r: Tile<$t>) -> Tile<$t> { binary(BinaryOp::Add, Operand::<$t>::value(self), r.value) } }
         impl std::ops::Sub<Tile<$t>> for $lit { type Output = Tile<$t>;
+            #[track_caller]
             fn sub(self, r: Tile<$t>) -> Tile<$t> { binary(BinaryOp::Sub, Operand::<$t>::value(self), r.value) } }
         impl std::ops::Mul<Tile<$t>> for $lit { type Output = Tile<$t>;
+            #[track_caller]
             fn mul(self, r: Tile<$t>) -> Tile<$t> { binary(BinaryOp::Mul, Operand::<$t>::value(self), r.value) } }
         impl std::ops::Div<Tile<$t>> for $lit { type Output = Tile<$t>;
+            #[track_caller]
             fn div(self, r: Tile<$t>) -> Tile<$t> { binary(BinaryOp::Div, Operand::<$t>::value(self), r.value) } }
     )*};
 }
@@ -403,6 +431,7 @@ literal_lhs!(u32 => u32);
 
 impl<T: Num> std::ops::Neg for Tile<T> {
     type Output = Tile<T>;
+    #[track_caller]
     fn neg(self) -> Tile<T> {
         unary(UnaryOp::Neg, self.value)
     }
@@ -410,6 +439,7 @@ impl<T: Num> std::ops::Neg for Tile<T> {
 
 impl<T: Scalar> std::ops::Not for Tile<T> {
     type Output = Tile<T>;
+    #[track_caller]
     fn not(self) -> Tile<T> {
         unary(UnaryOp::Not, self.value)
     }
@@ -419,6 +449,7 @@ impl<T: Scalar> std::ops::Not for Tile<T> {
 /// elements; the result has the broadcast shape.
 impl<T: Scalar, O: Operand<i32>> std::ops::Add<O> for Tile<Ptr<T>> {
     type Output = Tile<Ptr<T>>;
+    #[track_caller]
     fn add(self, rhs: O) -> Tile<Ptr<T>> {
         let (p, o) = broadcast_pair(self.value, rhs.value(), "addptr");
         let t = ty(p);
@@ -429,6 +460,7 @@ impl<T: Scalar, O: Operand<i32>> std::ops::Add<O> for Tile<Ptr<T>> {
 /// Pointer arithmetic with 64-bit offsets.
 impl<T: Scalar> std::ops::Add<Tile<i64>> for Tile<Ptr<T>> {
     type Output = Tile<Ptr<T>>;
+    #[track_caller]
     fn add(self, rhs: Tile<i64>) -> Tile<Ptr<T>> {
         let (p, o) = broadcast_pair(self.value, rhs.value, "addptr");
         let t = ty(p);
@@ -439,6 +471,7 @@ impl<T: Scalar> std::ops::Add<Tile<i64>> for Tile<Ptr<T>> {
 macro_rules! assign_op {
     ($tr:ident, $m:ident, $op:ident, $bound:ident) => {
         impl<T: $bound, R: Operand<T>> std::ops::$tr<R> for Tile<T> {
+            #[track_caller]
             fn $m(&mut self, rhs: R) {
                 *self = binary(BinaryOp::$op, self.value, rhs.value());
             }
@@ -456,6 +489,7 @@ assign_op!(BitXorAssign, bitxor_assign, Xor, Scalar);
 
 /// `ptr += offset` on pointer tiles.
 impl<T: Scalar, O: Operand<i32>> std::ops::AddAssign<O> for Tile<Ptr<T>> {
+    #[track_caller]
     fn add_assign(&mut self, rhs: O) {
         *self = *self + rhs;
     }

@@ -108,9 +108,13 @@ fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaF
     let ptx = CString::new(compiled.ptx.as_str()).map_err(|_| fail("PTX text contains a NUL byte".into()))?;
     let entry = CString::new(compiled.entry.as_str()).map_err(|_| fail("entry name contains a NUL byte".into()))?;
     device.bind()?;
-    // SAFETY: `ptx` is a NUL-terminated PTX image that outlives the call.
-    let module = unsafe { result::module::load_data(ptx.as_ptr().cast()) }
-        .map_err(|e| fail(RuntimeError::driver("cuModuleLoadData", e).to_string()))?;
+    let module = if compiled.line_info {
+        load_with_line_tables(&ptx)
+    } else {
+        // SAFETY: `ptx` is a NUL-terminated PTX image that outlives the call.
+        unsafe { result::module::load_data(ptx.as_ptr().cast()) }
+    }
+    .map_err(|e| fail(RuntimeError::driver("cuModuleLoadData", e).to_string()))?;
     // SAFETY: `module` was just loaded.
     match unsafe { result::module::get_function(module, entry) } {
         Ok(func) => Ok(CudaFunction { module, func, ctx }),
@@ -119,6 +123,27 @@ fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaF
             let _ = unsafe { result::module::unload(module) };
             Err(fail(RuntimeError::driver("cuModuleGetFunction", e).to_string()))
         }
+    }
+}
+
+/// Loads a PTX image asking the driver's compiler for line tables (`-lineinfo`), so that
+/// profilers map SASS to the `.loc` lines of the PTX.
+fn load_with_line_tables(ptx: &CString) -> std::result::Result<sys::CUmodule, result::DriverError> {
+    let mut module = std::mem::MaybeUninit::uninit();
+    let mut options = [sys::CUjit_option::CU_JIT_GENERATE_LINE_INFO];
+    let mut values = [std::ptr::without_provenance_mut::<std::ffi::c_void>(1)];
+    // SAFETY: `ptx` is a NUL-terminated PTX image, and the option arrays hold one option and its
+    // value (an int passed by value in the pointer), all outliving the call.
+    unsafe {
+        sys::cuModuleLoadDataEx(
+            module.as_mut_ptr(),
+            ptx.as_ptr().cast(),
+            options.len() as u32,
+            options.as_mut_ptr(),
+            values.as_mut_ptr(),
+        )
+        .result()?;
+        Ok(module.assume_init())
     }
 }
 
@@ -259,6 +284,7 @@ impl Device {
             num_threads,
             shared_bytes: 0,
             stages: vec![("ptx".to_string(), ptx.to_string())],
+            line_info: ptx.contains("\n.file "),
         };
         let key = ModuleKey {
             kernel: entry.to_string(),

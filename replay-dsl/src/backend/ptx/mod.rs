@@ -22,6 +22,7 @@ mod control;
 mod convert;
 mod dot;
 mod elementwise;
+mod lines;
 mod math;
 mod memory;
 mod mma;
@@ -74,6 +75,8 @@ pub struct Emitter<'k> {
     offsets: HashMap<Reg, affine::Affine>,
     /// Base registers derived in the current op (see `affine`).
     bases: HashMap<affine::BaseKey, Reg>,
+    /// Source lines to emit (`.file` / `.loc`), when asked for.
+    lines: Option<lines::LineTable>,
 }
 
 /// The result of emitting a kernel.
@@ -90,6 +93,7 @@ pub fn emit_kernel<'k>(
     asg: Assignment<'k>,
     axis: &'k AxisTable,
     target: Target,
+    line_info: bool,
 ) -> Result<Emitted, CompileError> {
     let mut asg = asg;
     let (buffers, scratch_base) = shared::plan_buffers(kernel, &mut asg);
@@ -115,6 +119,7 @@ pub fn emit_kernel<'k>(
         yield_to: Vec::new(),
         offsets: HashMap::new(),
         bases: HashMap::new(),
+        lines: line_info.then(|| lines::LineTable::of(kernel)),
     };
     e.block(&kernel.body)?;
     if e.shared_bytes() > super::smem::LIMIT {
@@ -143,6 +148,9 @@ impl<'k> Emitter<'k> {
             self.version.1,
             self.target.arch()
         );
+        if let Some(lines) = &self.lines {
+            let _ = writeln!(s, "{}", lines.header());
+        }
         let shared = self.shared_bytes().div_ceil(16) * 16;
         if shared > super::smem::STATIC_LIMIT {
             let _ = writeln!(s, ".extern .shared .align 16 .b8 {SMEM}[];\n");
@@ -275,6 +283,9 @@ impl<'k> Emitter<'k> {
     }
 
     fn inst(&mut self, inst: &'k Inst) -> Result<(), CompileError> {
+        if let Some(loc) = self.lines.as_mut().and_then(|t| t.loc(inst)) {
+            let _ = writeln!(self.body, "\t{loc}");
+        }
         match &inst.op {
             Op::For { .. } => return self.emit_for(inst),
             Op::If { .. } => return self.emit_if(inst),
