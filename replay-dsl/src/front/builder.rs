@@ -24,7 +24,6 @@ pub const MAX_THREADS_PER_SM: u32 = 2048;
 ///
 /// Errors met inside the body (shape mismatches, failed static asserts, …) are collected and the
 /// first one is returned, naming the kernel and the op.
-#[track_caller]
 pub fn trace(
     name: &str,
     params: Vec<Param>,
@@ -38,7 +37,6 @@ pub fn trace(
 /// [`trace`] with an occupancy hint: `min_blocks` programs of `32 × num_warps` threads should
 /// fit on one SM at once (`.minnctapersm`; 1 is no hint). It must be at least 1 and the
 /// programs must fit [`MAX_THREADS_PER_SM`].
-#[track_caller]
 pub fn trace_with_min_blocks(
     name: &str,
     params: Vec<Param>,
@@ -93,7 +91,6 @@ pub fn trace_with_min_blocks(
     // Run the body; make sure the context is removed even if the body panics.
     struct Reset;
     impl Drop for Reset {
-        #[track_caller]
         fn drop(&mut self) {
             CTX.with(|c| c.replace(None));
         }
@@ -112,7 +109,6 @@ pub fn trace_with_min_blocks(
     Ok(kernel)
 }
 
-#[track_caller]
 fn with<R>(f: impl FnOnce(&mut Ctx) -> R) -> R {
     CTX.with(|c| {
         let mut c = c.borrow_mut();
@@ -124,7 +120,6 @@ fn with<R>(f: impl FnOnce(&mut Ctx) -> R) -> R {
 }
 
 /// True while a kernel is being traced on this thread.
-#[track_caller]
 pub fn is_tracing() -> bool {
     CTX.with(|c| c.borrow().is_some())
 }
@@ -157,19 +152,16 @@ pub fn push1(op: Op, ty: Ty) -> Value {
 }
 
 /// Defines a value without an instruction (a block argument).
-#[track_caller]
 pub fn new_value(ty: Ty) -> Value {
     with(|ctx| ctx.kernel.new_value(ty))
 }
 
 /// The type of a traced value.
-#[track_caller]
 pub fn ty(v: Value) -> Ty {
     with(|ctx| ctx.kernel.ty(v).clone())
 }
 
 /// Records an error (the first one wins); tracing continues.
-#[track_caller]
 pub fn fail(op: &str, kind: ErrorKind) {
     with(|ctx| {
         if ctx.error.is_none() {
@@ -179,13 +171,11 @@ pub fn fail(op: &str, kind: ErrorKind) {
 }
 
 /// True if an error was recorded.
-#[track_caller]
 pub fn failed() -> bool {
     with(|ctx| ctx.error.is_some())
 }
 
 /// Declares a shared-memory buffer of the kernel being traced; returns its index.
-#[track_caller]
 pub fn declare_shared(buffer: SharedBuffer) -> usize {
     with(|ctx| {
         ctx.kernel.shared.push(buffer);
@@ -194,19 +184,16 @@ pub fn declare_shared(buffer: SharedBuffer) -> usize {
 }
 
 /// The shared-memory buffer `id` of the kernel being traced.
-#[track_caller]
 pub fn shared_buffer(id: usize) -> SharedBuffer {
     with(|ctx| ctx.kernel.shared[id].clone())
 }
 
 /// The number of warps of the kernel being traced.
-#[track_caller]
 pub fn num_warps() -> u32 {
     with(|ctx| ctx.kernel.num_warps)
 }
 
 /// Opens a nested block whose instructions go to the block returned by [`close_block`].
-#[track_caller]
 pub fn open_block(args: Vec<Value>) {
     with(|ctx| {
         ctx.blocks.push(Block {
@@ -217,7 +204,6 @@ pub fn open_block(args: Vec<Value>) {
 }
 
 /// Closes the innermost nested block.
-#[track_caller]
 pub fn close_block() -> Block {
     with(|ctx| {
         assert!(ctx.blocks.len() > 1, "close_block without open_block");
