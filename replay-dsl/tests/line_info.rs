@@ -8,7 +8,7 @@ mod util;
 
 use replay_dsl::front::builder::trace;
 use replay_dsl::front::tile::Tile;
-use replay_dsl::ir::{Block, CmpOp, Kernel, Op, Param};
+use replay_dsl::ir::{walk_insts, CmpOp, Kernel, Op, Param};
 use replay_dsl::prelude::*;
 use replay_dsl::{compile_with_lines, DType, Elem, Target};
 use replay_runtime::Device;
@@ -41,29 +41,11 @@ fn traced() -> (Kernel, std::ops::RangeInclusive<u32>) {
     (k, first..=line!())
 }
 
-/// Every instruction of `block` and of the blocks nested in it.
-fn insts(block: &Block) -> Vec<&replay_dsl::ir::Inst> {
-    let mut all = Vec::new();
-    for inst in &block.insts {
-        all.push(inst);
-        match &inst.op {
-            Op::For { body, .. } => all.extend(insts(body)),
-            Op::If {
-                then_block, else_block, ..
-            } => {
-                all.extend(insts(then_block));
-                all.extend(insts(else_block));
-            }
-            _ => {}
-        }
-    }
-    all
-}
-
 #[test]
 fn every_instruction_has_its_kernel_line() {
     let (k, lines) = traced();
-    let all = insts(&k.body);
+    let mut all = Vec::new();
+    walk_insts(&k.body, &mut |i| all.push(i));
     assert!(
         all.iter().any(|i| matches!(i.op, Op::For { .. })),
         "the kernel has a loop"

@@ -2,51 +2,34 @@
 //! preceded by the kernel source line that traced it, so that Nsight Compute attributes SASS to
 //! the kernel's Rust lines (the driver must be asked for line tables when it loads the module).
 
-use crate::ir::{Block, Inst, Kernel, Loc, Op};
-use std::collections::BTreeMap;
+use crate::ir::{walk_insts, Inst, Kernel, Loc};
 use std::fmt::Write;
 
-/// The source files of a kernel's instructions, numbered for `.file`, and the last line
-/// emitted.
+/// The source files of a kernel's instructions, numbered for `.file` from 1 in the order met,
+/// and the last line emitted.
 #[derive(Default)]
 pub(super) struct LineTable {
-    files: BTreeMap<&'static str, usize>,
+    files: Vec<&'static str>,
     last: Option<Loc>,
 }
 
 impl LineTable {
     /// The files of every instruction of `kernel`, nested blocks included.
     pub(super) fn of(kernel: &Kernel) -> LineTable {
-        fn walk(block: &Block, files: &mut BTreeMap<&'static str, usize>) {
-            for inst in &block.insts {
-                if let Some(l) = inst.loc {
-                    let n = files.len() + 1;
-                    files.entry(l.file).or_insert(n);
-                }
-                match &inst.op {
-                    Op::For { body, .. } => walk(body, files),
-                    Op::If {
-                        then_block, else_block, ..
-                    } => {
-                        walk(then_block, files);
-                        walk(else_block, files);
-                    }
-                    _ => {}
-                }
+        let mut files = Vec::new();
+        walk_insts(&kernel.body, &mut |inst| {
+            if let Some(l) = inst.loc.filter(|l| !files.contains(&l.file)) {
+                files.push(l.file);
             }
-        }
-        let mut files = BTreeMap::new();
-        walk(&kernel.body, &mut files);
+        });
         LineTable { files, last: None }
     }
 
     /// The `.file` directives (module scope).
     pub(super) fn header(&self) -> String {
-        let mut by_index: Vec<(&usize, &&str)> = self.files.iter().map(|(f, i)| (i, f)).collect();
-        by_index.sort();
         let mut s = String::new();
-        for (i, f) in by_index {
-            let _ = writeln!(s, ".file {i} \"{}\"", f.replace('\\', "/").replace('"', "'"));
+        for (i, f) in self.files.iter().enumerate() {
+            let _ = writeln!(s, ".file {} \"{}\"", i + 1, f.replace('\\', "/").replace('"', "'"));
         }
         s
     }
@@ -58,6 +41,7 @@ impl LineTable {
             return None;
         }
         self.last = Some(l);
-        Some(format!(".loc {} {} {}", self.files[l.file], l.line, l.column))
+        let file = self.files.iter().position(|f| *f == l.file)? + 1;
+        Some(format!(".loc {file} {} {}", l.line, l.column))
     }
 }
