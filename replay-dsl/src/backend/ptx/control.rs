@@ -4,6 +4,7 @@
 use super::regs::{Class, Reg};
 use super::Emitter;
 use crate::backend::layout::LayoutId;
+use crate::backend::smem::Pending;
 use crate::error::CompileError;
 use crate::ir::{Inst, Op, Value};
 use std::collections::HashSet;
@@ -69,7 +70,7 @@ impl<'k> Emitter<'k> {
         let p = self.reg(Class::Pred);
         emit!(self, "setp.ge.s32 {p}, {iv}, {hi}");
         emit!(self, "@{p} bra {end}");
-        self.smem.set_dirty(true);
+        self.smem.set_pending(Pending::Unknown);
         self.bind(body.args[0], vec![iv])?;
         for (a, (_, c)) in body.args[1..].iter().zip(&carried) {
             self.bind(*a, c.clone())?;
@@ -80,7 +81,7 @@ impl<'k> Emitter<'k> {
         emit!(self, "add.s32 {iv}, {iv}, {step}");
         emit!(self, "bra {head}");
         self.place(&end);
-        self.smem.set_dirty(true);
+        self.smem.set_pending(Pending::Unknown);
         for (r, (_, c)) in inst.results.iter().zip(carried) {
             self.bind(*r, c)?;
         }
@@ -101,18 +102,18 @@ impl<'k> Emitter<'k> {
         let results = self.result_regs(inst);
         let (els, end) = (self.label(), self.label());
         emit!(self, "@!{c} bra {els}");
-        let dirty = self.smem.dirty();
+        let before = self.smem.pending();
         self.yield_to.push(results.clone());
         self.block(then_block)?;
         emit!(self, "bra {end}");
-        let then_dirty = self.smem.dirty();
-        self.smem.set_dirty(dirty);
+        let after_then = self.smem.pending();
+        self.smem.set_pending(before);
         self.place(&els);
         self.block(else_block)?;
         self.yield_to.pop();
         self.place(&end);
-        let else_dirty = self.smem.dirty();
-        self.smem.set_dirty(then_dirty || else_dirty);
+        let after_else = self.smem.pending();
+        self.smem.set_pending(after_then.join(after_else));
         for (r, (_, regs)) in inst.results.iter().zip(results) {
             self.bind(*r, regs)?;
         }

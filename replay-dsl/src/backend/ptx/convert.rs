@@ -130,11 +130,21 @@ impl Emitter<'_> {
         out
     }
 
-    /// Starts a shared-memory use of `bytes`, with a barrier if an earlier use may be reading.
+    /// Starts a shared-memory use of `bytes` (a range of the staging scratch, whose address
+    /// [`Self::smem_base`] then gives), with a barrier if an earlier use may be reading it.
     pub(super) fn smem_begin(&mut self, bytes: usize) {
-        if self.smem.begin(bytes) {
+        let u = self.smem.begin(bytes);
+        if u.barrier {
             emit!(self, "bar.sync 0");
         }
+        let root = self.scratch_root();
+        self.smem_use = Some(if u.offset == 0 {
+            root
+        } else {
+            let b = self.reg(Class::B32);
+            emit!(self, "add.s32 {b}, {root}, {}", u.offset);
+            b
+        });
     }
 
     /// Converts a tile from layout `from` to layout `to` through shared memory.

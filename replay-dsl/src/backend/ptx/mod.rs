@@ -35,7 +35,7 @@ mod threads;
 use super::assign::{Assignment, Kind};
 use super::axis::AxisTable;
 use super::layout::LayoutId;
-use super::smem::SmemPlan;
+use super::smem::{scratch_budget, SmemPlan};
 use crate::compile::Target;
 use crate::error::{CompileError, ErrorKind};
 use crate::ir::{Block, Inst, Kernel, Op, Value};
@@ -60,7 +60,10 @@ pub struct Emitter<'k> {
     gathers: HashMap<Vec<(u32, u32)>, Reg>,
     owners: HashMap<LayoutId, Option<Reg>>,
     tid: Option<Reg>,
-    smem_base: Option<Reg>,
+    /// The staging scratch's address, read once in the prologue.
+    scratch_root: Option<Reg>,
+    /// The address of the current shared-memory use's range in the scratch.
+    smem_use: Option<Reg>,
     /// The shared array's address (the shared buffers'), read once in the prologue.
     shared_array: Option<Reg>,
     /// Where the shared buffers lie ([`shared`]).
@@ -109,11 +112,16 @@ pub fn emit_kernel<'k>(
         gathers: HashMap::new(),
         owners: HashMap::new(),
         tid: None,
-        smem_base: None,
+        scratch_root: None,
+        smem_use: None,
         shared_array: None,
         buffers,
         scratch_base,
-        smem: SmemPlan::default(),
+        smem: SmemPlan::new(scratch_budget(
+            kernel.num_warps as usize * 32,
+            kernel.min_blocks as usize,
+            scratch_base,
+        )),
         labels: 0,
         version: target.min_ptx_version(),
         yield_to: Vec::new(),

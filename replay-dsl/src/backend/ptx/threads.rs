@@ -17,10 +17,15 @@ impl Emitter<'_> {
         t
     }
 
+    /// The address of the current shared-memory use's range (set by `smem_begin`).
+    pub(super) fn smem_base(&mut self) -> Reg {
+        self.smem_use.expect("shared memory addressed outside a use")
+    }
+
     /// The staging scratch's address (the shared array's, past its buffers), read once in the
     /// prologue.
-    pub(super) fn smem_base(&mut self) -> Reg {
-        if let Some(b) = self.smem_base {
+    pub(super) fn scratch_root(&mut self) -> Reg {
+        if let Some(b) = self.scratch_root {
             return b;
         }
         let b = self.reg(Class::B32);
@@ -28,7 +33,7 @@ impl Emitter<'_> {
         if self.scratch_base > 0 {
             let _ = writeln!(self.prologue, "\tadd.s32 {b}, {b}, {};", self.scratch_base);
         }
-        self.smem_base = Some(b);
+        self.scratch_root = Some(b);
         b
     }
 
