@@ -4,9 +4,11 @@
 # Prepare on the build machine: `cargo build --release -p replay && cp target/release/replay
 # .carry/replay && scripts/gpu-tests.sh` (the device tool carries .carry/).
 #
-# Steps (arguments; default: tests memcheck tuned notune, in this order):
+# Steps (arguments; default: tests memcheck racecheck tuned notune, in this order):
 #   tests    every GPU test binary in .carry/tests (REPLAY_REQUIRE_GPU=1, SSM tests on the GPU)
 #   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super B=16, T=8)
+#   racecheck compute-sanitizer racecheck (shared-memory hazards: the staging scratch's barriers,
+#            the ASYNC buffers) over the ASYNC verification tests and the dot tests (.carry/tests)
 #   tuned    bench-ssm tuned (REPLAY_TUNE=force), with Triton: batches $TUNED_BATCHES (default
 #            256,1), models $TUNED_MODELS (default both), drafts $TUNED_DRAFTS (default 2,4,8;
 #            one model at B=256 with drafts 8 takes ~8 minutes, both precisions)
@@ -25,7 +27,7 @@ mkdir -p "$out"
 bin=.carry/replay
 triton=bench/results/triton-ssm-h200-v5.json
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests memcheck tuned notune)
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests memcheck racecheck tuned notune)
 failed=0
 # The tuning cache lives in $out/cache (it comes back with the results); a carried
 # .carry/cache seeds it, and then the ncu step profiles the tuned plans.
@@ -88,18 +90,26 @@ ab() { # old and new binaries at the plans of $AB_PLANS, alternated
   done
 }
 
+racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of the dot products
+  export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
+  local sanitize=(compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1)
+  "${sanitize[@]}" .carry/tests/replay-kernels-ssm_verify --test-threads=1 speculative_window_16 two_precisions &&
+    "${sanitize[@]}" .carry/tests/replay-dsl-gpu_dot --test-threads=1
+}
+
 for s in "${steps[@]}"; do
   case $s in
     tests) export -f gpu_tests; step tests 240 bash -c gpu_tests ;;
     memcheck) step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
       "$bin" bench-ssm --model nemotron3-super-120b --batch 16 --drafts 8 --no-tune ;;
+    racecheck) export -f racecheck; step racecheck 240 bash -c racecheck ;;
     tuned) step tuned 570 env REPLAY_TUNE=force "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
       ${TUNED_MODELS:+--model "$TUNED_MODELS"} ${TUNED_DRAFTS:+--drafts "$TUNED_DRAFTS"} --triton "$triton" \
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
     ab) export -f ab; export out bin; step ab 300 bash -c ab ;;
-    *) echo "unknown step $s (tests, memcheck, tuned, notune, ncu, ab)" >&2; failed=$((failed + 1)) ;;
+    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, ab)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 exit "$failed"
