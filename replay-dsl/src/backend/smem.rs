@@ -134,32 +134,48 @@ mod tests {
         assert_eq!(scratch_budget(128, 8, 64 * 1024), 0);
     }
 
+    /// Uses of `(bytes, offset, barrier)` in turn, within a budget past the largest use (320
+    /// bytes) and within none (the largest use so far bounds them; a larger use grows it).
     #[test]
-    fn uses_take_disjoint_ranges_past_the_largest_within_the_budget() {
-        let mut p = SmemPlan::new(320);
-        assert_eq!(place(&mut p, 256), (0, false));
-        assert_eq!(place(&mut p, 40), (256, false));
-        assert_eq!(place(&mut p, 100), (0, false));
-        assert_eq!(place(&mut p, 200), (112, false));
-        // Neither below nor past the previous use within 320 bytes.
-        assert_eq!(place(&mut p, 256), (0, true));
-        assert_eq!(p.bytes(), 312);
-    }
-
-    #[test]
-    fn uses_take_disjoint_ranges_within_the_largest_without_barriers() {
-        let mut p = SmemPlan::default();
-        assert_eq!(place(&mut p, 256), (0, false));
-        // Past the previous use (aligned), then below it, then past it again.
-        assert_eq!(place(&mut p, 40), (0, true));
-        assert_eq!(place(&mut p, 100), (48, false));
-        assert_eq!(place(&mut p, 48), (0, false));
-        assert_eq!(place(&mut p, 100), (48, false));
-        // A use that fits neither below nor past the previous one within 256 bytes.
-        assert_eq!(place(&mut p, 200), (0, true));
-        // The scratch grows only for a use larger than any before.
-        assert_eq!(place(&mut p, 300), (0, true));
-        assert_eq!(p.bytes(), 300);
+    fn uses_lie_side_by_side_within_the_budget_or_the_largest_use() {
+        type Uses = &'static [(usize, usize, bool)];
+        let cases: [(usize, Uses, usize); 2] = [
+            (
+                320,
+                &[
+                    (256, 0, false),
+                    (40, 256, false),
+                    (100, 0, false),
+                    (200, 112, false),
+                    (256, 0, true),
+                ],
+                312,
+            ),
+            (
+                0,
+                &[
+                    (256, 0, false),
+                    (40, 0, true),
+                    (100, 48, false),
+                    (48, 0, false),
+                    (100, 48, false),
+                    (200, 0, true),
+                    (300, 0, true),
+                ],
+                300,
+            ),
+        ];
+        for (budget, uses, total) in cases {
+            let mut p = SmemPlan::new(budget);
+            for &(bytes, offset, barrier) in uses {
+                assert_eq!(
+                    place(&mut p, bytes),
+                    (offset, barrier),
+                    "budget {budget}, a use of {bytes}"
+                );
+            }
+            assert_eq!(p.bytes(), total);
+        }
     }
 
     #[test]
