@@ -27,12 +27,15 @@ const ALIGN: usize = 16;
 const PER_SM: usize = 228 * 1024;
 const RESERVED_PER_PROGRAM: usize = 1024;
 
+/// Registers of one SM, and the most one thread may hold.
+const REGISTERS_PER_SM: usize = 65536;
+const MAX_REGISTERS_PER_THREAD: usize = 255;
+
 /// The scratch bytes a kernel of `threads` per program, asking for `min_blocks` programs per SM,
 /// with `buffers` bytes of shared buffers may use without fewer programs fitting an SM: its
-/// share at `min_blocks`, or at the programs its registers allow at least (255 per thread of a
-/// 64K register file), whichever is more.
+/// share at `min_blocks`, or at the programs its registers allow at least, whichever is more.
 pub fn scratch_budget(threads: usize, min_blocks: usize, buffers: usize) -> usize {
-    let by_registers = (65536 / (threads * 255)).max(1);
+    let by_registers = (REGISTERS_PER_SM / (threads * MAX_REGISTERS_PER_THREAD)).max(1);
     let programs = min_blocks.max(by_registers);
     (PER_SM / programs).saturating_sub(RESERVED_PER_PROGRAM + buffers)
 }
@@ -92,10 +95,15 @@ impl SmemPlan {
         let (offset, barrier) = match self.pending {
             Pending::Nothing => (0, false),
             Pending::Range(off, _) if bytes <= off => (0, false),
-            Pending::Range(off, n) if (off + n).div_ceil(ALIGN) * ALIGN + bytes <= room => {
-                ((off + n).div_ceil(ALIGN) * ALIGN, false)
+            Pending::Range(off, n) => {
+                let past = (off + n).div_ceil(ALIGN) * ALIGN;
+                if past + bytes <= room {
+                    (past, false)
+                } else {
+                    (0, true)
+                }
             }
-            Pending::Range(..) | Pending::Unknown => (0, true),
+            Pending::Unknown => (0, true),
         };
         self.bytes = self.bytes.max(offset + bytes);
         self.pending = Pending::Range(offset, bytes);
