@@ -592,6 +592,51 @@ fn every_unary_binary_and_cmp_op() {
     check(&k);
 }
 
+/// Integer division and remainder by a constant take it as an immediate (ptxas then multiplies
+/// or shifts; a register holding the constant inside a loop got a full division).
+#[test]
+fn constant_divisors_are_immediates() {
+    let k = trace(
+        "divs",
+        vec![
+            ptr("i", Elem::I32),
+            ptr("l", Elem::I64),
+            ptr("oi", Elem::I32),
+            ptr("ol", Elem::I64),
+        ],
+        vec![],
+        4,
+        |a| {
+            let offs = arange(128);
+            let i = load(typed::<i32>(a[0]) + offs, true);
+            let l = load(typed::<i64>(a[1]) + offs, true);
+            store(typed::<i32>(a[2]) + offs, i / 12 + i % 7 + i % 2, true);
+            store(typed::<i64>(a[3]) + offs, l / 3i64 + l % -5i64, true);
+        },
+    )
+    .unwrap();
+    for c in check(&k) {
+        let lines = |prefix: &str| c.ptx.lines().filter(|l| l.trim_start().starts_with(prefix)).count();
+        for (inst, imm) in [
+            ("div.s32", "12"),
+            ("rem.s32", "7"),
+            ("rem.s32", "2"),
+            ("div.s64", "3"),
+            ("rem.s64", "-5"),
+        ] {
+            let want = format!(", {imm};");
+            assert!(
+                c.ptx
+                    .lines()
+                    .any(|l| l.trim_start().starts_with(inst) && l.ends_with(&want)),
+                "no `{inst} .., {imm}` in\n{}",
+                c.ptx
+            );
+        }
+        assert_eq!(lines("div.") + lines("rem."), 5, "{}", c.ptx);
+    }
+}
+
 #[test]
 fn if_on_scalar_and_loop_carried_values() {
     for warps in [1, 4, 8] {

@@ -79,6 +79,14 @@ impl Emitter<'_> {
         d
     }
 
+    /// The constant integer register `r` holds, when known.
+    pub(super) fn constant_of(&self, r: Reg) -> Option<i64> {
+        match self.offsets.get(&r) {
+            Some(Affine { base: None, offset }) => Some(*offset),
+            _ => None,
+        }
+    }
+
     /// Records that integer register `d` holds the constant `c`.
     pub(super) fn note_constant(&mut self, e: Elem, d: Reg, c: i64) {
         if matches!(e, Elem::I32 | Elem::I64) {
