@@ -609,6 +609,82 @@ fn integer_division_remainder_and_shifts() {
     }
 }
 
+/// Division and remainder by constants (the backend divides i32 by shifts or a magic multiply,
+/// other types with an immediate divisor), every sign of the dividend, against the interpreter.
+#[test]
+fn integer_division_by_constants() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rand::new(0xc0d);
+    let n = 2048;
+    let edges = [
+        0,
+        1,
+        -1,
+        2,
+        -2,
+        6,
+        -6,
+        7,
+        -7,
+        i32::MIN,
+        i32::MIN + 1,
+        i32::MAX,
+        i32::MAX - 1,
+    ];
+    let mut a: Vec<i32> = (0..n).map(|_| rng.u32() as i32).collect();
+    a[..edges.len()].copy_from_slice(&edges);
+    for (k, x) in a.iter_mut().enumerate().skip(edges.len()).take(400) {
+        *x = k as i32 - 200;
+    }
+    let l: Vec<i64> = a.iter().map(|&x| x as i64 * 3_000_000_007).collect();
+    let divisors = [1, 2, 3, 7, 12, 16, 20, 59, 64, 641, 1 << 30, i32::MAX, -1, -4, -7];
+    let block = 256usize;
+    let params = [
+        ptrs(&[("a", Elem::I32), ("l", Elem::I64), ("q", Elem::I32), ("r", Elem::I32)]),
+        ptrs(&[("ql", Elem::I64), ("rl", Elem::I64)]),
+    ]
+    .concat();
+    let kernel = trace("div_const", params, vec![], 4, |v| {
+        let offs = program_id(0) * block + arange(block);
+        let a: Tile<i32> = load(ptr_of::<i32>(v, 0) + offs, true);
+        let l: Tile<i64> = load(ptr_of::<i64>(v, 1) + offs, true);
+        for (j, &d) in divisors.iter().enumerate() {
+            let at = offs + (j * n) as i32;
+            store(ptr_of::<i32>(v, 2) + at, a / d, true);
+            store(ptr_of::<i32>(v, 3) + at, a % d, true);
+            store(ptr_of::<i64>(v, 4) + at, l / d as i64, true);
+            store(ptr_of::<i64>(v, 5) + at, l % d as i64, true);
+        }
+    })
+    .unwrap();
+    let m = n * divisors.len();
+    let args = vec![
+        HArg::buf(&a),
+        HArg::buf(&l),
+        HArg::poisoned(Elem::I32, m),
+        HArg::poisoned(Elem::I32, m),
+        HArg::poisoned(Elem::I64, m),
+        HArg::poisoned(Elem::I64, m),
+    ];
+    let run = run_both(
+        &gpu,
+        "division by constants".into(),
+        &kernel,
+        [(n / block) as u32, 1, 1],
+        &args,
+    );
+    run.assert_same();
+    // And both equal Rust's (wrapping: MIN / -1 = MIN), so neither engine is wrong alike.
+    let q = run.gpu_i32(2);
+    let r = run.gpu_i32(3);
+    for (j, &d) in divisors.iter().enumerate() {
+        for (k, &x) in a.iter().enumerate() {
+            assert_eq!(q[j * n + k], x.wrapping_div(d), "{x} / {d}");
+            assert_eq!(r[j * n + k], x.wrapping_rem(d), "{x} % {d}");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Atomics with duplicate addresses
 // ---------------------------------------------------------------------------------------------

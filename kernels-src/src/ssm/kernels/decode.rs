@@ -213,7 +213,8 @@ pub fn mamba2_decode(
 /// loaded state; the new state is written with stochastic rounding when `SR` (else
 /// round-to-nearest). The random bits of the element at flat index `e` of `state` are
 /// `mix32(e ^ sr_key(seed, step))` (a 32-bit hash of seed, step and element index, see
-/// [`super::sr_bits_host`]): pass a different `step` every decode step.
+/// [`super::sr_bits_host`]): pass a different `step` every decode step. `BV` is 16 by default:
+/// ptxas 13.0 holds the 32-row program at 64 registers on sm_100a and spills.
 #[kernel]
 pub fn mamba2_decode_f16(
     #[extent(batch * HEADS)] dt: Ptr<bf16>,
@@ -237,14 +238,12 @@ pub fn mamba2_decode_f16(
     #[constexpr(default = 64)] DV: usize,
     #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = true)] SR: bool,
-    #[constexpr(default = 32)] BV: usize,
+    #[constexpr(default = 16)] BV: usize,
 ) {
     let p = program(slot_idx, HEADS, GROUPS, DK, DV, BV);
     if p.slot != 0 {
-        // The launch's key first (unused, so dropped, without `SR`): ptxas then keeps the
-        // BV = 32 program spill-free on sm_100a.
-        let key = sr_key(seed, step);
         let (alpha, t) = decode_inputs(&p, dt, x, bmat, cmat, a, dt_bias);
+        let key = sr_key(seed, step);
         let base = p.slot.cast::<i64>() * (HEADS * DV * DK);
         let elem = state_elems(&p);
         let sptr = state + base + elem;

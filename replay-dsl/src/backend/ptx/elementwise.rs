@@ -206,11 +206,19 @@ impl Emitter<'_> {
                 self.note_binary(op, e, a, b, d);
             }
             BinaryOp::Div | BinaryOp::Rem => {
-                // A constant divisor as an immediate: ptxas then divides by multiplying (or
-                // shifting), while a register holding it gets a full division (~20 dependent
-                // instructions; H200: a `% 2` in the verification's loop cost 17 % of its time).
-                let name = if op == BinaryOp::Div { "div" } else { "rem" };
-                match self.constant_of(b).filter(|&c| c != 0) {
+                // By a constant: i32 without a division instruction (ptxas divides by any
+                // divisor in full: H200, a `% 2` in the verification's head loop cost 17 % of
+                // its time), other types with the constant as an immediate.
+                let rem = op == BinaryOp::Rem;
+                let c = self.constant_of(b).filter(|&c| c != 0);
+                if let Some(q) = c
+                    .filter(|_| e == Elem::I32)
+                    .and_then(|c| self.div_by_constant_i32(rem, a, c))
+                {
+                    return Ok(q);
+                }
+                let name = if rem { "rem" } else { "div" };
+                match c {
                     Some(c) => emit!(self, "{name}.{t} {d}, {a}, {c}"),
                     None => emit!(self, "{name}.{t} {d}, {a}, {b}"),
                 }

@@ -20,6 +20,7 @@ mod affine;
 mod cast;
 mod control;
 mod convert;
+mod divide;
 mod dot;
 mod elementwise;
 mod lines;
@@ -78,6 +79,9 @@ pub struct Emitter<'k> {
     offsets: HashMap<Reg, affine::Affine>,
     /// Base registers derived in the current op (see `affine`).
     bases: HashMap<affine::BaseKey, Reg>,
+    /// i32 registers known to hold a value ≥ 0 (program ids, and quotients and remainders of
+    /// them by constants: see `divide`).
+    non_negative: std::collections::HashSet<Reg>,
     /// Source lines to emit (`.file` / `.loc`), when asked for.
     lines: Option<lines::LineTable>,
 }
@@ -127,6 +131,7 @@ pub fn emit_kernel<'k>(
         yield_to: Vec::new(),
         offsets: HashMap::new(),
         bases: HashMap::new(),
+        non_negative: Default::default(),
         lines: line_info.then(|| lines::LineTable::of(kernel)),
     };
     e.block(&kernel.body)?;
@@ -343,6 +348,7 @@ impl<'k> Emitter<'k> {
                     "nctaid"
                 };
                 emit!(self, "mov.u32 {d}, %{sreg}.{}", ["x", "y", "z"][*a as usize]);
+                self.non_negative.insert(d);
                 Ok(vec![d])
             }
             Op::Const(c) => {
