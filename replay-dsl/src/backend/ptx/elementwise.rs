@@ -183,6 +183,13 @@ impl Emitter<'_> {
             emit!(self, "{inst} {d}, {x}, {y}");
             return Ok(self.round_from_f32(e, d));
         }
+        if matches!(op, BinaryOp::Div | BinaryOp::Rem) && e == Elem::I32 {
+            // By a constant ≥ 2 without a division instruction (see `divide`).
+            let rem = op == BinaryOp::Rem;
+            if let Some(q) = self.constant_of(b).and_then(|c| self.div_by_constant_i32(rem, a, c)) {
+                return Ok(q);
+            }
+        }
         let d = self.reg(a.class);
         if e == Elem::Bool {
             let inst = match op {
@@ -206,19 +213,9 @@ impl Emitter<'_> {
                 self.note_binary(op, e, a, b, d);
             }
             BinaryOp::Div | BinaryOp::Rem => {
-                // By a constant: i32 without a division instruction (ptxas divides by any
-                // divisor in full: H200, a `% 2` in the verification's head loop cost 17 % of
-                // its time), other types with the constant as an immediate.
-                let rem = op == BinaryOp::Rem;
-                let c = self.constant_of(b).filter(|&c| c != 0);
-                if let Some(q) = c
-                    .filter(|_| e == Elem::I32)
-                    .and_then(|c| self.div_by_constant_i32(rem, a, c))
-                {
-                    return Ok(q);
-                }
-                let name = if rem { "rem" } else { "div" };
-                match c {
+                // A constant divisor (of a type `divide` leaves alone) as an immediate.
+                let name = if op == BinaryOp::Rem { "rem" } else { "div" };
+                match self.constant_of(b).filter(|&c| c != 0) {
                     Some(c) => emit!(self, "{name}.{t} {d}, {a}, {c}"),
                     None => emit!(self, "{name}.{t} {d}, {a}, {b}"),
                 }

@@ -79,8 +79,8 @@ pub struct Emitter<'k> {
     offsets: HashMap<Reg, affine::Affine>,
     /// Base registers derived in the current op (see `affine`).
     bases: HashMap<affine::BaseKey, Reg>,
-    /// i32 registers known to hold a value ≥ 0 (program ids, and quotients and remainders of
-    /// them by constants: see `divide`).
+    /// i32 registers known to hold a value ≥ 0 (program ids, and their quotients and
+    /// remainders by powers of two: see `divide`).
     non_negative: std::collections::HashSet<Reg>,
     /// Source lines to emit (`.file` / `.loc`), when asked for.
     lines: Option<lines::LineTable>,
