@@ -18,7 +18,7 @@ impl Emitter<'_> {
     }
 
     /// The address of the current shared-memory use's range (set by `smem_begin`).
-    pub(super) fn smem_base(&mut self) -> Reg {
+    pub(super) fn smem_base(&self) -> Reg {
         self.smem_use.expect("shared memory addressed outside a use")
     }
 
