@@ -16,6 +16,13 @@ pub const fn head_lanes(bv: usize, dv: usize) -> usize {
     }
 }
 
+/// `load`'s tile, issued now when `now` (every call then returns that tile), else at each call:
+/// a load placed early or where first used, by a constexpr.
+fn issued<T: Copy>(now: bool, load: impl Fn() -> T) -> impl Fn() -> T {
+    let ready = now.then(&load);
+    move || ready.unwrap_or_else(&load)
+}
+
 /// One standard decode step of the replay form for every row of the batch.
 ///
 /// A slot's checkpoint `[HEADS, DV, DK]` is tiled by *flat rows*, as the conventional kernels
@@ -55,11 +62,13 @@ pub const fn head_lanes(bv: usize, dv: usize) -> usize {
 ///   computes after a decode step, so a decode step is this one launch. The caller swaps the
 ///   two counter buffers after the launch; `meta_out` must not alias `meta`.
 /// - The window's records (`x`, `dt'`, keys) are loaded together right after the counters.
-///   `EARLY` issues the non-flush checkpoint load right after the slot, before the counters
-///   (for latency-bound small batches: one dependent memory access less; its registers are
-///   held longer, and a flush folds that tile when `FR ≥ BV`, else reads its blocks again),
-///   and then loads each record tile right before its first use (measured faster at B = 1
-///   than all at once). The tuner decides.
+///   `EARLY` (for latency-bound small batches; the tuner decides) also issues the non-flush
+///   checkpoint load right after the slot, before the counters (one dependent memory access
+///   less; its registers are held longer, and a flush folds that tile when `FR ≥ BV`, else
+///   reads its blocks again), and the step's own inputs (`x`, `z`, the query and key, the
+///   heads' `A`, `dt`, `dt_bias`, `D`) beside the counters: loaded where first used, each
+///   would add a memory latency to the launch (measured: B=1 3.4 → 2.9 µs at Nano). Without
+///   `EARLY` they stay where first used, which holds fewer registers (faster at B=256).
 /// - Padding rows (slot 0) do nothing.
 ///
 /// Contract: the flag is [`super::initial_flush_flag`]`(h, 0, L)` as the previous launch set it
@@ -164,16 +173,26 @@ pub fn mamba2_replay_step(
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
         let flush = load(mrow + 2, true) != 0;
+        // The step's own inputs, none of which depends on the counters: x and z of the rows
+        // [BV], the group's query and key [DK], the head lanes' A, dt, dt_bias and D. With
+        // EARLY issued here, beside the counters; else each where first used.
+        let row_elems = || row * (HEADS * DV) + r;
+        let x_cur_raw = issued(EARLY, || load(x + row_elems(), true));
+        let z_cur = issued(EARLY, || HAS_Z.then(|| load(z + row_elems(), true)));
+        let q = issued(EARLY, || load(cmat + (row * GROUPS + g) * DK + kk, true));
+        let k_cur = issued(EARLY, || load(bmat + (row * GROUPS + g) * DK + kk, true));
+        let a_h = issued(EARLY, || load(a + heads, hmask));
+        let dt_raw = issued(EARLY, || load(dt + row * HEADS + heads, hmask));
+        let bias = issued(EARLY, || load(dt_bias + heads, hmask));
+        let d_h = issued(EARLY, || load(d + heads, hmask));
         // Tile row i holds record h - i (row 0: this step's record, not in the ring yet; the
         // window's records newest first), at ring position `pos`.
         let i = arange(nr);
         let current = (i == 0).expand_dims(1);
         let in_ring = (i <= h) & (i >= 1);
         let pos = (start + h - i + cap) % cap;
-        // The window's records: x of the rows [nr, BV], dt' of the head lanes [nr, lanes], the
-        // group's keys [nr, DK]. Loaded right after the counters; with EARLY each right before
-        // its first use (the checkpoint load is in flight already: measured faster at B = 1).
-        let kptr = |cols: Tile<i32>| ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + cols.expand_dims(0);
+        // The window's records, loaded right after the counters: x of the rows [nr, BV], dt' of
+        // the head lanes [nr, lanes], the group's keys [nr, DK].
         let ring_mask = in_ring.expand_dims(1);
         // The records' x of state rows `rows`, [nr, rows].
         let ring_x_of = |rows: Tile<i32>| {
@@ -183,50 +202,47 @@ pub fn mamba2_replay_step(
             )
             .cast::<f32>()
         };
-        let ring_dt_of = || {
-            load(
-                ring_dt + (pos * HEADS + head0).expand_dims(1) + hh.expand_dims(0),
-                ring_mask & hmask.expand_dims(0),
-            )
-        };
-        let ring_k_of = || load(kptr(kk), ring_mask).cast::<f32>();
-        let ahead = (!EARLY).then(|| (ring_x_of(r), ring_dt_of(), ring_k_of()));
+        let x_ring = ring_x_of(r);
+        let dt_ring = load(
+            ring_dt + (pos * HEADS + head0).expand_dims(1) + hh.expand_dims(0),
+            ring_mask & hmask.expand_dims(0),
+        );
+        let k_ring = load(
+            ring_b + (pos * (GROUPS * DK) + g * DK).expand_dims(1) + kk.expand_dims(0),
+            ring_mask,
+        )
+        .cast::<f32>();
         let pos_cur = (start + h) % cap;
 
         // Per head lane (columns): dt' of every record, newest first (0 past the window); the
         // weights w_j = γ_{j+1:h} dt'_j, whose decay sums are exclusive prefix sums of the
         // rows above; γ = γ_{0:h}.
-        let a_h = load(a + heads, hmask);
-        let dt_cur = softplus(load(dt + row * HEADS + heads, hmask).cast::<f32>() + load(dt_bias + heads, hmask));
-        let dt_ring = ahead.map_or_else(ring_dt_of, |(_, dt, _)| dt);
+        let a_h = a_h();
+        let dt_cur = softplus(dt_raw().cast::<f32>() + bias());
         let dt_rec = select(current, dt_cur.expand_dims(0), dt_ring);
         let w = exp(a_h.expand_dims(0) * cumsum_exclusive(dt_rec, 0)) * dt_rec;
         let decay = exp(a_h * sum(dt_rec, 0));
         let gamma = by_row(decay);
-        let d_h = load(d + heads, hmask);
+        let d_h = d_h();
         let d_r = by_row(d_h);
 
         // The group's keys (ring and this step's B) and query, and k_j · q once per program.
-        let q = load(cmat + (row * GROUPS + g) * DK + kk, true);
-        let k_cur = load(bmat + (row * GROUPS + g) * DK + kk, true);
-        let k_ring = ahead.map_or_else(ring_k_of, |(_, _, k)| k);
+        let (q, k_cur) = (q(), k_cur());
         let keys = select(current, k_cur.cast::<f32>().expand_dims(0), k_ring);
         let qf = q.cast::<f32>();
         let kq = sum(keys * qf.expand_dims(0), 1);
 
-        // This step's x of the rows, [BV], and the records' x, [nr, BV] (contiguous rows).
-        let xoff = row * (HEADS * DV) + r;
-        let x_cur_raw = load(x + xoff, true);
+        // This step's x of the rows, [BV].
+        let xoff = row_elems();
+        let x_cur_raw = x_cur_raw();
         let x_cur = x_cur_raw.cast::<f32>();
-        // y times silu(z) of the rows at `off` when HAS_Z.
-        let gate = |y: Tile<f32>, off: Tile<i32>| -> Tile<f32> {
-            if HAS_Z {
-                y * silu(load(z + off, true).cast::<f32>())
-            } else {
-                y
+        // y times silu(z) given z (with HAS_Z).
+        let gate = |y: Tile<f32>, zt: Option<Tile<bf16>>| -> Tile<f32> {
+            match zt {
+                Some(zt) => y * silu(zt.cast::<f32>()),
+                None => y,
             }
         };
-        let x_ring = ahead.map_or_else(|| ring_x_of(r), |(x, _, _)| x);
 
         if !flush {
             // y = γ (S_ckpt q) + Σ_j w_j (k_j·q) x_j + D x: every load of the step is issued
@@ -237,7 +253,7 @@ pub fn mamba2_replay_step(
             let sq = sum(s * qf.expand_dims(0), 1);
             let coef_cur = by_row(sum(select(current, coef, 0.0), 0));
             let y = gamma * sq + y_ring + (coef_cur + d_r) * x_cur;
-            store(out + xoff, gate(y, xoff).cast::<bf16>(), true);
+            store(out + xoff, gate(y, z_cur()).cast::<bf16>(), true);
 
             // Append this step's record at ring position start + h: x of the rows, dt' of the
             // heads whose first row is here, the keys by the group's first program.
@@ -277,7 +293,8 @@ pub fn mamba2_replay_step(
                 if LP {
                     store(ring.ckpt_lp + soff, upd.cast::<f16>(), true);
                 }
-                let y = gate(sum(upd * qf.expand_dims(0), 1) + by_rows(d_h, lane) * x_b, xoff_b);
+                let y = sum(upd * qf.expand_dims(0), 1) + by_rows(d_h, lane) * x_b;
+                let y = gate(y, HAS_Z.then(|| load(z + xoff_b, true)));
                 store(out + xoff_b, y.cast::<bf16>(), true);
             }
         }
