@@ -6,7 +6,8 @@
 
 mod ssm_util;
 
-use replay_kernels::ssm::kernels::initial_flush_flag;
+use replay_kernels::ssm::kernels::verify::MIN_DRAFT_COLUMNS;
+use replay_kernels::ssm::kernels::{initial_flush_flag, record_rows};
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
@@ -32,6 +33,8 @@ struct Case {
     shared_weights: bool,
     /// The verification's `ASYNC`.
     async_copy: bool,
+    /// The verification's `TIERS` (half-size record tiles where the records fit).
+    tiers: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
@@ -100,6 +103,7 @@ fn run(case: Case) {
         prefetch,
         shared_weights,
         async_copy,
+        tiers,
         early,
         lp,
         seed,
@@ -139,6 +143,7 @@ fn run(case: Case) {
         prefetch,
         shared_weights,
         async_copy,
+        tiers,
         early,
         lp,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -151,6 +156,10 @@ fn run(case: Case) {
     let grid = config.grid(batch);
 
     let (mut flushes, mut verifies, mut wraps) = (0, 0, 0);
+    // Verified rows by record tile (with TIERS: half the record rows, all of them).
+    let tq = t_max.next_power_of_two().max(MIN_DRAFT_COLUMNS);
+    let half_rows = record_rows(l + tq) / 2;
+    let mut tiles_taken = [0usize; 2];
     for t in 0..steps {
         let slots: Vec<usize> = (0..batch)
             .map(|r| if r > 0 && t >= join[r] { slot_of[r] } else { 0 })
@@ -166,6 +175,9 @@ fn run(case: Case) {
         match kinds[t] {
             Some(n) => {
                 verifies += 1;
+                for &sl in slots.iter().filter(|&&x| x != 0) {
+                    tiles_taken[(ring.meta_of(&s, sl).1 + tq > half_rows) as usize] += 1;
+                }
                 let drafts: Vec<Vec<StepInput>> = (0..batch)
                     .map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect())
                     .collect();
@@ -285,6 +297,13 @@ fn run(case: Case) {
     assert!(flushes >= 3 * 4, "only {flushes} flushes");
     assert!(verifies >= steps / 2);
     assert!(wraps >= 1, "the ring never wrapped");
+    if tiers {
+        assert!(half_rows > tq, "L={l} T={t_max}: no half-size record tile");
+        assert!(
+            tiles_taken.iter().all(|&n| n > 0),
+            "L={l} T={t_max}: rows by record tile {tiles_taken:?}, both wanted"
+        );
+    }
 }
 
 #[test]
@@ -303,6 +322,7 @@ fn speculative_window_4_drafts_3() {
         prefetch: true,
         shared_weights: false,
         async_copy: false,
+        tiers: false,
         early: false,
         lp: false,
         seed: 11,
@@ -325,10 +345,45 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         prefetch: false,
         shared_weights: true,
         async_copy: true,
+        tiers: false,
         early: false,
         lp: false,
         seed: 12,
     });
+}
+
+/// `TIERS`: rows whose records fit half the record rows take a half-size tile, the others the
+/// full one, both within one launch (rows at different `h`); plain, `ASYNC` and two-precision
+/// head loops, weights shared or per head, with decode steps between verifications. The run
+/// asserts that both tiles were taken.
+#[test]
+fn record_tiers_match_the_recurrence() {
+    let cases = [
+        (16, 4, false, true, false),
+        (24, 8, true, false, false),
+        (16, 3, true, true, true),
+    ];
+    for (i, (l, t_max, async_copy, shared_weights, lp)) in cases.into_iter().enumerate() {
+        run(Case {
+            shape: CPU_TEST,
+            l,
+            t_max,
+            steps: 48,
+            p_decode: 0.2,
+            gated: i % 2 == 0,
+            bv: 8,
+            hb: 1,
+            warps: 4,
+            fc: 8,
+            prefetch: false,
+            shared_weights,
+            async_copy,
+            tiers: true,
+            early: false,
+            lp,
+            seed: 40 + i as u64,
+        });
+    }
 }
 
 #[test]
@@ -351,6 +406,7 @@ fn two_precisions_verify_from_the_f16_checkpoint() {
             prefetch,
             shared_weights: false,
             async_copy,
+            tiers: false,
             early: false,
             lp: true,
             seed: 40 + i as u64,
@@ -374,6 +430,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         prefetch: true,
         shared_weights: false,
         async_copy: false,
+        tiers: false,
         early: true,
         lp: false,
         seed: 13,
@@ -518,6 +575,7 @@ fn every_tuning_point_matches_the_recurrence() {
             prefetch,
             shared_weights,
             async_copy,
+            tiers: false,
             early: i % 3 == 1,
             lp: false,
             seed: 200 + i as u64,

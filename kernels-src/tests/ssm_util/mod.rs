@@ -437,6 +437,8 @@ pub struct ReplayConfig {
     pub shared_weights: bool,
     /// The verification's `ASYNC` (checkpoint rows copied into shared memory a head ahead).
     pub async_copy: bool,
+    /// The verification's `TIERS` (half-size record tiles where they fit).
+    pub tiers: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
     /// The replay step's `FR` (state rows per flush block).
@@ -461,6 +463,7 @@ impl ReplayConfig {
             prefetch: false,
             shared_weights: true,
             async_copy: false,
+            tiers: false,
             fc: 32,
             fr: 8,
             lp: false,
@@ -511,6 +514,7 @@ impl ReplayConfig {
                 SHARED_WEIGHTS: self.shared_weights,
                 ASYNC: self.async_copy,
                 LP: self.lp,
+                TIERS: self.tiers,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -77,13 +77,18 @@ pub struct Tiles {
     /// head computes (its `ASYNC`; other kernels ignore it).
     #[serde(default)]
     pub async_copy: bool,
+    /// The verification takes a tile of half the record rows where a row's records fit it
+    /// (its `TIERS`; other kernels ignore it).
+    #[serde(default)]
+    pub record_tiers: bool,
 }
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
     /// checkpoint load, `prefetch` with the next head's loads (the step: its flush's tile)
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
-    /// into shared memory, `fc=..` with other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with
+    /// into shared memory, `tiers` with half-size record tiles where they fit, `fc=..` with
+    /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with
     /// other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -95,6 +100,7 @@ impl Tiles {
         let prefetch = if self.prefetch { " prefetch" } else { "" };
         let wph = if self.shared_weights { "" } else { " wph" };
         let copy = if self.async_copy { " async" } else { "" };
+        let tiers = if self.record_tiers { " tiers" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -106,7 +112,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{fc}{fr}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -178,6 +184,7 @@ impl ReplayPlan {
             flush_columns: DEFAULT_FLUSH_COLUMNS,
             flush_rows: DEFAULT_FLUSH_ROWS,
             async_copy: false,
+            record_tiers: false,
         };
         ReplayPlan {
             window,
@@ -226,6 +233,7 @@ impl ConventionalPlan {
             flush_columns: DEFAULT_FLUSH_COLUMNS,
             flush_rows: DEFAULT_FLUSH_ROWS,
             async_copy: false,
+            record_tiers: false,
         };
         ConventionalPlan {
             decode: t,

@@ -177,6 +177,7 @@ pub fn tune_verify_tiles(
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .axis("ASYNC", [0, 1])
+        .axis("TIERS", [0, 1])
         .constraint(
             "the next head's checkpoint rows either prefetched or copied",
             |c: &C, _| !(c.PREFETCH && c.ASYNC),
@@ -196,8 +197,8 @@ pub fn tune_verify_tiles(
         ("lp", lp as i64),
     ]);
     let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), sizes);
-    // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS.
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 12;
+    // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS, TIERS.
+    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 24;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
 }

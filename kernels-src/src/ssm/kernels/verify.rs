@@ -52,6 +52,8 @@ struct HeadRows<'a, T: Float> {
     mask: Tile<bool>,
     /// The queries `Qᵀ` `[DK, tq]` in `T` (exact: bf16 values).
     q: Tile<T>,
+    /// With `ASYNC`, the two-stage shared buffer `[BV, DK]` the rows are copied into.
+    stages: Option<Shared<T>>,
 }
 
 /// The loop over the program's `hb` heads from `head0`: each head's inputs (`loads`) and
@@ -66,15 +68,13 @@ struct HeadRows<'a, T: Float> {
 fn head_loop<T: Float>(
     head0: Tile<i32>,
     hb: usize,
-    shape: [usize; 2],
-    (asynchronous, prefetch): (bool, bool),
+    prefetch: bool,
     rows: HeadRows<'_, T>,
     loads: HeadLoads<'_>,
     per_head: &PerHead<'_>,
 ) {
-    let HeadRows { ptr, mask, q } = rows;
-    if asynchronous {
-        let buf = shared::<T>(2, &shape);
+    let HeadRows { ptr, mask, q, stages } = rows;
+    if let Some(buf) = stages {
         buf.copy_async(0, ptr(head0), mask);
         let mut drafts = (loads.drafts)(head0, full([], true));
         for hc in range(0, hb as i32) {
@@ -146,6 +146,11 @@ fn head_loop<T: Float>(
 ///
 /// With `LP` (two state precisions) the checkpoint rows come from the f16 copy `ckpt_lp`.
 ///
+/// With `TIERS` (a tuning axis) a row whose records fit half the record rows (`h + tq ≤ nr/2`)
+/// takes a tile of that many: the records' work (keys, `Kᵀ Q`, weights, their product) follows
+/// the window's fill rather than its capacity, for twice the code (H200, Super at `L = 56`:
+/// a T=8 cycle 0.528 → 0.510 ms; Nano's register-capped tile slower, 0.609 → 0.648).
+///
 /// The checkpoint is only read: the pre-flush of the committed records, when the row's flag
 /// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel.
 ///
@@ -184,6 +189,7 @@ pub fn mamba2_verify(
     #[constexpr(default = true)] SHARED_WEIGHTS: bool,
     #[constexpr(default = false)] ASYNC: bool,
     #[constexpr(default = false)] LP: bool,
+    #[constexpr(default = false)] TIERS: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -192,7 +198,7 @@ pub fn mamba2_verify(
     let hpg = HEADS / GROUPS;
     let cap = L + T;
     let tq = T.next_power_of_two().max(MIN_DRAFT_COLUMNS);
-    let nr = record_rows(L + tq);
+    let nr_all = record_rows(L + tq);
 
     let row = program_id(2);
     let head0 = program_id(1) * HB;
@@ -204,186 +210,207 @@ pub fn mamba2_verify(
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
-        let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
-        let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
-        // The row's first token in the inputs; ring positions (start + j < cap + L: one wrap).
-        let tok0 = row * n;
-        let wrap = |p: Tile<i32>| select(p >= cap as i32, p - cap as i32, p);
+        // The two-stage buffer of ASYNC's checkpoint rows, declared once for both tiers.
+        let stages_f32 = (ASYNC && !LP).then(|| shared::<f32>(2, &[BV, DK]));
+        let stages_f16 = (ASYNC && LP).then(|| shared::<f16>(2, &[BV, DK]));
+        // The verification over `nr` record rows (the drafts' and the committed ones).
+        let verify_rows = |nr: usize| {
+            let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
+            let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
+            // The row's first token in the inputs; ring positions (start + j < cap + L: one wrap).
+            let tok0 = row * n;
+            let wrap = |p: Tile<i32>| select(p >= cap as i32, p - cap as i32, p);
 
-        // Record rows i: draft i (i < tq, live if i < n), then committed record h-1-(i-tq).
-        let i = arange(nr);
-        let is_draft = i < tq as i32;
-        let draft_row = i < n;
-        let committed = (i >= tq as i32) & (i < h + tq as i32);
-        let pos = wrap(start + h - 1 - (i - tq as i32));
-        // Draft columns s: the token each reads, and their ring positions.
-        let s = arange(tq);
-        let live = s < n;
-        let tok_s = tok0 + minimum(n - 1, s);
-        let pos_d = wrap(start + h + s);
-        let kk = arange(DK);
+            // Record rows i: draft i (i < tq, live if i < n), then committed record h-1-(i-tq).
+            let i = arange(nr);
+            let is_draft = i < tq as i32;
+            let draft_row = i < n;
+            let committed = (i >= tq as i32) & (i < h + tq as i32);
+            let pos = wrap(start + h - 1 - (i - tq as i32));
+            // Draft columns s: the token each reads, and their ring positions.
+            let s = arange(tq);
+            let live = s < n;
+            let tok_s = tok0 + minimum(n - 1, s);
+            let pos_d = wrap(start + h + s);
+            let kk = arange(DK);
 
-        // The group's keys of rows `r` in a [tokens, GROUPS, DK] buffer, [len r, DK].
-        let krow =
-            |base: Tile<Ptr<bf16>>, r: Tile<i32>| base + (r * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0);
-        // The group's queries Qᵀ [DK, tq], keys of the records [nr, DK] and Kᵀ Q [nr, tq].
-        let q_bf = load(
-            cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + kk.expand_dims(1),
-            true,
-        );
-        let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
-        let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
-        let kq = dot(keys, q_bf); // bf16 products are exact in f32
-        let q_t = q_bf.cast::<f32>();
-        let q_lp = q_t.cast::<f16>();
+            // The group's keys of rows `r` in a [tokens, GROUPS, DK] buffer, [len r, DK].
+            let krow =
+                |base: Tile<Ptr<bf16>>, r: Tile<i32>| base + (r * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0);
+            // The group's queries Qᵀ [DK, tq], keys of the records [nr, DK] and Kᵀ Q [nr, tq].
+            let q_bf = load(
+                cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + kk.expand_dims(1),
+                true,
+            );
+            let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
+            let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
+            let kq = dot(keys, q_bf); // bf16 products are exact in f32
+            let q_t = q_bf.cast::<f32>();
+            let q_lp = q_t.cast::<f16>();
 
-        // Which record rows weigh on which draft column: the committed ones on all, draft s' on
-        // the columns s ≥ s'; and for draft rows, which drafts' decays lie between s' and s.
-        let ii = i.expand_dims(1);
-        let ss = s.expand_dims(0);
-        let weighs = committed.expand_dims(1) | (is_draft.expand_dims(1) & (ii <= ss));
-        let after_row = ii < ss;
+            // Which record rows weigh on which draft column: the committed ones on all, draft s' on
+            // the columns s ≥ s'; and for draft rows, which drafts' decays lie between s' and s.
+            let ii = i.expand_dims(1);
+            let ss = s.expand_dims(0);
+            let weighs = committed.expand_dims(1) | (is_draft.expand_dims(1) & (ii <= ss));
+            let after_row = ii < ss;
 
-        let v = program_id(0) * BV + arange(BV);
-        let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
-        let vm = vmask.expand_dims(1);
-        // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
-        // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
-        let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
-        let xoff_t = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
-        // A head's checkpoint rows [BV, DK] (element offsets), of `ckpt` or, with LP, of
-        // `ckpt_lp`, whose product with the queries is one f16 term (the bf16 queries are
-        // exact in f16).
-        let soff_of = |head: Tile<i32>| ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
-        let sptr_of = |head: Tile<i32>| state + soff_of(head);
-        let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
-        // A head's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
-        // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z: the
-        // drafts' x again, unused, without HAS_Z); `head_loop` issues them before the head's
-        // products (the drafts' a head ahead with ASYNC).
-        let records_x = |head: Tile<i32>, m: Tile<bool>| {
-            let vmr = vmask.expand_dims(0) & m;
-            let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
-            load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft)
-        };
-        let drafts_xz = |head: Tile<i32>, m: Tile<bool>| {
-            let xo = xoff(head, tok_s);
-            let x_s = load(x + xo, vm & m);
-            let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
-            (x_s, z_s)
-        };
-        let loads = || HeadLoads {
-            records: &records_x,
-            drafts: &drafts_xz,
-        };
-        // The per-head vectors of all HB heads at once, before the head loop, with the head
-        // axis first (HB rounded up to a power of two, the extra lanes masked off).
-        let hh = arange(HB.next_power_of_two());
-        let hmask = hh < HB as i32;
-        let heads = head0 + hh;
-        let hm = hmask.expand_dims(1);
-        let a_hb = load(a + heads, hmask) * std::f32::consts::LOG2_E;
-        let d_hb = load(d + heads, hmask);
-        let bias = load(dt_bias + heads, hmask).expand_dims(1);
-        let softplus_dt = |tok: Tile<i32>, m: Tile<bool>| {
-            let m = hm & m.expand_dims(0);
-            let raw = load(dt + heads.expand_dims(1) + (tok * HEADS).expand_dims(0), m);
-            select(m, softplus(raw.cast::<f32>() + bias), 0.0)
-        };
-        // dt' of the records [HB, nr] (committed from the ring, drafts from the inputs) and of
-        // the draft columns [HB, tq] (0 past n).
-        let dt_c = load(
-            ring_dt + heads.expand_dims(1) + (pos * HEADS).expand_dims(0),
-            hm & committed.expand_dims(0),
-        );
-        let dt_d = softplus_dt(tok0 + s, live);
-        // The drafts' rows take their dt' from the columns (the diagonal; 0 on the other rows).
-        let diag = (ii == ss).expand_dims(0);
-        let dt_i = sum(select(diag, dt_d.expand_dims(1), 0.0), 2);
-        let a2 = a_hb.expand_dims(1);
-        // w_j = γ_{j+1:h-1} dt'_j (the later committed records are the rows above), C = Σ dt'.
-        let w = exp2(a2 * cumsum_exclusive(dt_c, 1)) * dt_c;
-        let c_all = sum(dt_c, 1);
-        let cs = cumsum(dt_d, 1);
-        // γ_{0:h+s} [HB, tq]: the checkpoint's decay up to draft s.
-        let gam = exp2(a2 * (c_all.expand_dims(1) + cs));
-        // Record row i in column s [nr, tq]: committed γ_{h:h+s} w_j; draft s' ≤ s
-        // γ_{h+s'+1:h+s} dt'_{h+s'} (`fac` [HB, nr]: w_j or dt'_{h+s'}). The exponents are
-        // running sums along the columns: of every draft for the committed rows, of the drafts
-        // after s' for draft row s'. Of the heads with lanes `lane` (`[HB, nr, tq]` for all of
-        // them, `[nr, tq]` for one).
-        let fac = select(is_draft.expand_dims(0), dt_i, w);
-        let summed = committed.expand_dims(1) | after_row;
-        let weights = |lane: Option<Tile<bool>>| match lane {
-            None => {
-                let expo = cumsum(select(summed.expand_dims(0), dt_d.expand_dims(1), 0.0), 2);
-                let decay = exp2(a2.expand_dims(2) * expo);
-                select(weighs.expand_dims(0), decay * fac.expand_dims(2), 0.0)
-            }
-            Some(l) => {
-                let expo = cumsum(select(summed, head_lane(dt_d, l).expand_dims(0), 0.0), 1);
-                let decay = exp2(head_lane(a_hb, l) * expo);
-                select(weighs, decay * head_lane(fac, l).expand_dims(1), 0.0)
-            }
-        };
-        // SHARED_WEIGHTS: the weights of all HB heads at once, before the head loop (more
-        // registers held through it); else each head's in its iteration.
-        let wt = SHARED_WEIGHTS.then(|| weights(None));
-        // The drafts' keys appended at ring positions start + h + s, by one program per group,
-        // before the head loop (nothing held through it for them; this launch reads the drafts'
-        // keys from `bmat`, never from those positions).
-        let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
-        store(krow(ring_b, pos_d), load(krow(bmat, tok0 + s), bmask), bmask);
-        // The drafts' dt' appended at ring positions start + h + s (by the programs with vb = 0).
-        store(
-            ring_dt + heads.expand_dims(1) + (pos_d * HEADS).expand_dims(0),
-            dt_d,
-            hm & (live & first).expand_dims(0),
-        );
-
-        // One head's outputs and records, from its tiles (`sq` gives the checkpoint rows times
-        // the queries, called right before their use); `hc` is its head lane.
-        let per_head = |hc: Tile<i32>, sq: &dyn Fn() -> Tile<f32>, (x_rec, x_s, z_s): HeadInputs| {
-            let head = head0 + hc;
-            let lane = hh == hc;
-            let wt_h = match wt {
-                Some(wt) => head_lane(wt, lane),
-                None => weights(Some(lane)),
+            let v = program_id(0) * BV + arange(BV);
+            let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
+            let vm = vmask.expand_dims(1);
+            // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
+            // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
+            let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
+            let xoff_t =
+                |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
+            // A head's checkpoint rows [BV, DK] (element offsets), of `ckpt` or, with LP, of
+            // `ckpt_lp`, whose product with the queries is one f16 term (the bf16 queries are
+            // exact in f16).
+            let soff_of = |head: Tile<i32>| ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
+            let sptr_of = |head: Tile<i32>| state + soff_of(head);
+            let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
+            // A head's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
+            // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z: the
+            // drafts' x again, unused, without HAS_Z); `head_loop` issues them before the head's
+            // products (the drafts' a head ahead with ASYNC).
+            let records_x = |head: Tile<i32>, m: Tile<bool>| {
+                let vmr = vmask.expand_dims(0) & m;
+                let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
+                load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft)
             };
-            let wkq = wt_h * kq;
-            let gam_h = head_lane(gam, lane);
-            let d_h = head_lane(d_hb, lane);
-
-            let x_rec = x_rec.cast::<f32>(); // [nr, BV]
-
-            // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
-            let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-            let mut y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
-            if HAS_Z {
-                // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
-                let zf = z_s.cast::<f32>();
-                let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
-                y = y * zf * (r * r);
-            }
-            let omask = vm & live.expand_dims(0);
-            store(out + xo, y.cast::<bf16>(), omask);
-            // Append the drafts' x at ring positions start + h + s.
-            store(ring_x + xoff(head, pos_d), x_s, omask);
-        };
-        if LP {
-            let rows = HeadRows {
-                ptr: &lp_of,
-                mask: vm,
-                q: q_lp,
+            let drafts_xz = |head: Tile<i32>, m: Tile<bool>| {
+                let xo = xoff(head, tok_s);
+                let x_s = load(x + xo, vm & m);
+                let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
+                (x_s, z_s)
             };
-            head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, loads(), &per_head);
+            let loads = || HeadLoads {
+                records: &records_x,
+                drafts: &drafts_xz,
+            };
+            // The per-head vectors of all HB heads at once, before the head loop, with the head
+            // axis first (HB rounded up to a power of two, the extra lanes masked off).
+            let hh = arange(HB.next_power_of_two());
+            let hmask = hh < HB as i32;
+            let heads = head0 + hh;
+            let hm = hmask.expand_dims(1);
+            let a_hb = load(a + heads, hmask) * std::f32::consts::LOG2_E;
+            let d_hb = load(d + heads, hmask);
+            let bias = load(dt_bias + heads, hmask).expand_dims(1);
+            let softplus_dt = |tok: Tile<i32>, m: Tile<bool>| {
+                let m = hm & m.expand_dims(0);
+                let raw = load(dt + heads.expand_dims(1) + (tok * HEADS).expand_dims(0), m);
+                select(m, softplus(raw.cast::<f32>() + bias), 0.0)
+            };
+            // dt' of the records [HB, nr] (committed from the ring, drafts from the inputs) and of
+            // the draft columns [HB, tq] (0 past n).
+            let dt_c = load(
+                ring_dt + heads.expand_dims(1) + (pos * HEADS).expand_dims(0),
+                hm & committed.expand_dims(0),
+            );
+            let dt_d = softplus_dt(tok0 + s, live);
+            // The drafts' rows take their dt' from the columns (the diagonal; 0 on the other rows).
+            let diag = (ii == ss).expand_dims(0);
+            let dt_i = sum(select(diag, dt_d.expand_dims(1), 0.0), 2);
+            let a2 = a_hb.expand_dims(1);
+            // w_j = γ_{j+1:h-1} dt'_j (the later committed records are the rows above), C = Σ dt'.
+            let w = exp2(a2 * cumsum_exclusive(dt_c, 1)) * dt_c;
+            let c_all = sum(dt_c, 1);
+            let cs = cumsum(dt_d, 1);
+            // γ_{0:h+s} [HB, tq]: the checkpoint's decay up to draft s.
+            let gam = exp2(a2 * (c_all.expand_dims(1) + cs));
+            // Record row i in column s [nr, tq]: committed γ_{h:h+s} w_j; draft s' ≤ s
+            // γ_{h+s'+1:h+s} dt'_{h+s'} (`fac` [HB, nr]: w_j or dt'_{h+s'}). The exponents are
+            // running sums along the columns: of every draft for the committed rows, of the drafts
+            // after s' for draft row s'. Of the heads with lanes `lane` (`[HB, nr, tq]` for all of
+            // them, `[nr, tq]` for one).
+            let fac = select(is_draft.expand_dims(0), dt_i, w);
+            let summed = committed.expand_dims(1) | after_row;
+            let weights = |lane: Option<Tile<bool>>| match lane {
+                None => {
+                    let expo = cumsum(select(summed.expand_dims(0), dt_d.expand_dims(1), 0.0), 2);
+                    let decay = exp2(a2.expand_dims(2) * expo);
+                    select(weighs.expand_dims(0), decay * fac.expand_dims(2), 0.0)
+                }
+                Some(l) => {
+                    let expo = cumsum(select(summed, head_lane(dt_d, l).expand_dims(0), 0.0), 1);
+                    let decay = exp2(head_lane(a_hb, l) * expo);
+                    select(weighs, decay * head_lane(fac, l).expand_dims(1), 0.0)
+                }
+            };
+            // SHARED_WEIGHTS: the weights of all HB heads at once, before the head loop (more
+            // registers held through it); else each head's in its iteration.
+            let wt = SHARED_WEIGHTS.then(|| weights(None));
+            // The drafts' keys appended at ring positions start + h + s, by one program per group,
+            // before the head loop (nothing held through it for them; this launch reads the drafts'
+            // keys from `bmat`, never from those positions).
+            let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
+            store(krow(ring_b, pos_d), load(krow(bmat, tok0 + s), bmask), bmask);
+            // The drafts' dt' appended at ring positions start + h + s (by the programs with vb = 0).
+            store(
+                ring_dt + heads.expand_dims(1) + (pos_d * HEADS).expand_dims(0),
+                dt_d,
+                hm & (live & first).expand_dims(0),
+            );
+
+            // One head's outputs and records, from its tiles (`sq` gives the checkpoint rows times
+            // the queries, called right before their use); `hc` is its head lane.
+            let per_head = |hc: Tile<i32>, sq: &dyn Fn() -> Tile<f32>, (x_rec, x_s, z_s): HeadInputs| {
+                let head = head0 + hc;
+                let lane = hh == hc;
+                let wt_h = match wt {
+                    Some(wt) => head_lane(wt, lane),
+                    None => weights(Some(lane)),
+                };
+                let wkq = wt_h * kq;
+                let gam_h = head_lane(gam, lane);
+                let d_h = head_lane(d_hb, lane);
+
+                let x_rec = x_rec.cast::<f32>(); // [nr, BV]
+
+                // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
+                let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
+                let mut y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
+                if HAS_Z {
+                    // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
+                    let zf = z_s.cast::<f32>();
+                    let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
+                    y = y * zf * (r * r);
+                }
+                let omask = vm & live.expand_dims(0);
+                store(out + xo, y.cast::<bf16>(), omask);
+                // Append the drafts' x at ring positions start + h + s.
+                store(ring_x + xoff(head, pos_d), x_s, omask);
+            };
+            if LP {
+                let rows = HeadRows {
+                    ptr: &lp_of,
+                    mask: vm,
+                    q: q_lp,
+                    stages: stages_f16,
+                };
+                head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
+            } else {
+                let rows = HeadRows {
+                    ptr: &sptr_of,
+                    mask: vm,
+                    q: q_t,
+                    stages: stages_f32,
+                };
+                head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
+            }
+        };
+        // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
+        // the records' work follows the window's fill, not its capacity.
+        let nr_half = nr_all / 2;
+        if TIERS && nr_half > tq {
+            if h + tq as i32 <= nr_half as i32 {
+                verify_rows(nr_half);
+            } else {
+                verify_rows(nr_all);
+            }
         } else {
-            let rows = HeadRows {
-                ptr: &sptr_of,
-                mask: vm,
-                q: q_t,
-            };
-            head_loop(head0, HB, [BV, DK], (ASYNC, PREFETCH), rows, loads(), &per_head);
+            verify_rows(nr_all);
         }
     }
 }
