@@ -12,8 +12,9 @@ use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid, Tiles};
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::fold::mamba2_fold;
+use replay_kernels::ssm::kernels::record_rows;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
-use replay_kernels::ssm::kernels::verify::mamba2_verify;
+use replay_kernels::ssm::kernels::verify::{mamba2_verify, MIN_DRAFT_COLUMNS};
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::space::values_of;
 use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace, TuneSource};
@@ -181,6 +182,13 @@ pub fn tune_verify_tiles(
         .constraint(
             "the next head's checkpoint rows either prefetched or copied",
             |c: &C, _| !(c.PREFETCH && c.ASYNC),
+        )
+        .constraint(
+            "record tiers only where half the record rows hold more than the drafts",
+            |c: &C, _| {
+                let drafts = c.T.next_power_of_two().max(MIN_DRAFT_COLUMNS);
+                !c.TIERS || record_rows(c.L + drafts) / 2 > drafts
+            },
         )
         .register_limit();
     let grid_shape = *shape;
