@@ -18,7 +18,7 @@
 mod ssm_support;
 
 use replay::ssm::state::{
-    ConventionalPlan, DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo,
+    ConventionalPlan, DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles,
 };
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_WORDS};
 use replay_kernels::ssm::reference::{SlotStates, StepInput};
@@ -333,13 +333,27 @@ fn conventional_decode_same_interface() {
 /// accepted counts per row; every output equals the recurrence on the accepted history, and
 /// the counters follow the host model after every launch. Row 2 joins at iteration 3; row 1
 /// leaves at `iters / 2` and a new sequence takes its row (and slot) two iterations later.
-fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: usize, seed: u64, lp: bool) {
+/// `(lp, tiers)`: two state precisions; the verification's record tiers.
+fn speculative(
+    shape: ModelShape,
+    l: usize,
+    t_max: usize,
+    gated: bool,
+    iters: usize,
+    seed: u64,
+    (lp, tiers): (bool, bool),
+) {
     let (_d, s) = device();
     let mut rng = Rng(seed);
     let p = random_params(&mut rng, shape);
+    let default = ReplayPlan::default_for(&shape, l, t_max);
     let plan = ReplayPlan {
         lp,
-        ..ReplayPlan::default_for(&shape, l, t_max)
+        verify: Tiles {
+            record_tiers: tiers,
+            ..default.verify
+        },
+        ..default
     };
     let batch = 3;
     let mut st = Mamba2ReplayState::new(&s, shape, &p, batch, 5, gated, plan).unwrap();
@@ -482,17 +496,17 @@ fn speculative(shape: ModelShape, l: usize, t_max: usize, gated: bool, iters: us
 
 #[test]
 fn speculative_random_drafts_and_acceptance() {
-    speculative(CPU_TEST, 6, 4, true, 18, 21, false);
+    speculative(CPU_TEST, 6, 4, true, 18, 21, (false, false));
 }
 
 #[test]
 fn speculative_two_precisions() {
-    speculative(CPU_TEST, 6, 4, true, 18, 24, true);
+    speculative(CPU_TEST, 6, 4, true, 18, 24, (true, false));
 }
 
 #[test]
 fn speculative_ungated_t_equals_l() {
-    speculative(CPU_TEST, 3, 3, false, 12, 22, false);
+    speculative(CPU_TEST, 3, 3, false, 12, 22, (false, false));
 }
 
 #[test]
@@ -526,14 +540,14 @@ fn replay_decode_model_shapes() {
     }
 }
 
-/// Speculative verification at both benchmark models' shapes (default plans, `T = 8`):
-/// random draft and accepted counts mixed with decode steps, against the recurrence on the
-/// accepted tokens only.
+/// Speculative verification at both benchmark models' shapes (default plans, `T = 8`; Super
+/// with record tiers, Nano with two state precisions): random draft and accepted counts mixed
+/// with decode steps, against the recurrence on the accepted tokens only.
 #[test]
 fn speculative_model_shapes() {
     if model_shapes_run() {
-        speculative(NEMOTRON3_SUPER_120B, 16, 8, true, 24, 53, false);
-        speculative(NEMOTRON3_NANO_4B, 16, 8, true, 24, 54, true);
+        speculative(NEMOTRON3_SUPER_120B, 16, 8, true, 24, 53, (false, true));
+        speculative(NEMOTRON3_NANO_4B, 16, 8, true, 24, 54, (true, false));
     }
 }
 
