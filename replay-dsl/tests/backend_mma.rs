@@ -243,6 +243,21 @@ fn transposed_operand_is_staged_at_the_least_conflicting_pitch() {
     }
 }
 
+/// A small transposed 16-bit A (`[K, M]` f16, 2 KiB: rematerialised where used), cast to f32,
+/// is loaded in vectors along its memory rows for its staging, not in the default layout of
+/// the transposed shape, which reads one 2-byte element per access across rows.
+#[test]
+fn small_transposed_operand_loads_in_vectors() {
+    let c = DotCase {
+        a_m_major: true,
+        ..case(32, 8, 32, 4, Operands::F16CastF32, false)
+    };
+    for p in ptx(c) {
+        assert!(p.contains(TF32), "{c:?}: no tf32 mma\n{p}");
+        assert!(!p.contains("ld.global.b16"), "{c:?}: A loaded in 2-byte accesses\n{p}");
+    }
+}
+
 /// A loaded accumulator is read in the dot's accumulator layout (8-byte accesses, runs of a
 /// whole 32-byte sector), not converted through shared memory: with register operands, the
 /// dot touches no shared memory at all.

@@ -269,6 +269,32 @@ impl<'k> Assignment<'k> {
         }
     }
 
+    /// The layout a staged dot operand `v` is read in: its natural one, else the default for
+    /// its shape, but for the transpose of a remat load (or of its casts) the transpose of the
+    /// coalesced layout that load would be anchored in, so that it is issued in vectors (the
+    /// staging stores take any layout): the default of the transposed shape runs across memory
+    /// rows (H200: the verification's `[32, 32]` bf16 record tile took 16 two-byte loads per
+    /// thread, and its launches were up to 11 % slower).
+    fn staged_layout(&mut self, v: Value) -> LayoutId {
+        if let Some(l) = self.natural(v) {
+            return l;
+        }
+        if let (Kind::View, Some(Op::Trans(src))) = (self.kind(v), self.defs[v.0 as usize].map(|d| &d.op)) {
+            // The load under the transpose, through remat casts (`x.cast::<f32>().trans()`).
+            let mut src = *src;
+            while let (Kind::Remat, Some(Op::Cast(x, _))) = (self.kind(src), self.defs[src.0 as usize].map(|d| &d.op)) {
+                src = *x;
+            }
+            if let (Kind::Remat, Some(Op::Load { ptr, mask, .. })) =
+                (self.kind(src), self.defs[src.0 as usize].map(|d| &d.op))
+            {
+                let l = self.anchor(*ptr, *mask, 16);
+                return self.table.intern(self.table.get(l).transposed());
+            }
+        }
+        self.default_layout(self.ty(v))
+    }
+
     /// The layout the reduction with result `r` reads its input in.
     pub fn reduce_input(&self, r: Value) -> LayoutId {
         self.red_in[&r]
@@ -505,7 +531,7 @@ impl<'k> Assignment<'k> {
                     Some(p) => (p.a.value, p.b.value),
                     None => (*a, *b),
                 };
-                let (la, lb) = (self.natural_or_default(a), self.natural_or_default(b));
+                let (la, lb) = (self.staged_layout(a), self.staged_layout(b));
                 vec![(a, la), (b, lb), (*acc, res.expect("dot has a layout"))]
             }
             Op::For { lo, hi, step, init, .. } => {
