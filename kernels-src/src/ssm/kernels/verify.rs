@@ -148,8 +148,8 @@ fn head_loop<T: Float>(
 ///
 /// With `TIERS` (a tuning axis) a row whose records fit half the record rows (`h + tq ≤ nr/2`)
 /// takes a tile of that many: the records' work (keys, `Kᵀ Q`, weights, their product) follows
-/// the window's fill rather than its capacity, for twice the code (H200, Super at `L = 56`:
-/// a T=8 cycle 0.528 → 0.510 ms; Nano's register-capped tile slower, 0.609 → 0.648).
+/// the window's fill rather than its capacity, for twice the code (H200, a T=8 cycle at
+/// `L = 56`: Super 0.528 → 0.510 ms, Nano 0.609 → 0.574).
 ///
 /// The checkpoint is only read: the pre-flush of the committed records, when the row's flag
 /// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel.
