@@ -88,8 +88,7 @@ impl Tiles {
     /// checkpoint load, `prefetch` with the next head's loads (the step: its flush's tile)
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
     /// into shared memory, `tiers` with half-size record tiles where they fit, `fc=..` with
-    /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with
-    /// other than [`DEFAULT_FLUSH_ROWS`].
+    /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
             format!(" b={}", self.min_blocks)
