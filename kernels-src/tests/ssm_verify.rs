@@ -6,8 +6,8 @@
 
 mod ssm_util;
 
-use replay_kernels::ssm::kernels::verify::MIN_DRAFT_COLUMNS;
-use replay_kernels::ssm::kernels::{initial_flush_flag, record_rows};
+use replay_kernels::ssm::kernels::initial_flush_flag;
+use replay_kernels::ssm::kernels::verify::{draft_columns, half_record_rows};
 use replay_kernels::ssm::reference::replay::ReplayCache;
 use replay_kernels::ssm::reference::{recurrent_step, Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
@@ -157,8 +157,8 @@ fn run(case: Case) {
 
     let (mut flushes, mut verifies, mut wraps) = (0, 0, 0);
     // Verified rows by record tile (with TIERS: half the record rows, all of them).
-    let tq = t_max.next_power_of_two().max(MIN_DRAFT_COLUMNS);
-    let half_rows = record_rows(l + tq) / 2;
+    let tq = draft_columns(t_max);
+    let half_rows = half_record_rows(l, t_max);
     let mut tiles_taken = [0usize; 2];
     for t in 0..steps {
         let slots: Vec<usize> = (0..batch)
@@ -176,7 +176,8 @@ fn run(case: Case) {
             Some(n) => {
                 verifies += 1;
                 for &sl in slots.iter().filter(|&&x| x != 0) {
-                    tiles_taken[(ring.meta_of(&s, sl).1 + tq > half_rows) as usize] += 1;
+                    let fits = half_rows.is_some_and(|half| ring.meta_of(&s, sl).1 + tq <= half);
+                    tiles_taken[!fits as usize] += 1;
                 }
                 let drafts: Vec<Vec<StepInput>> = (0..batch)
                     .map(|_| (0..n).map(|_| random_input(&mut rng, shape, gated)).collect())
@@ -298,7 +299,7 @@ fn run(case: Case) {
     assert!(verifies >= steps / 2);
     assert!(wraps >= 1, "the ring never wrapped");
     if tiers {
-        assert!(half_rows > tq, "L={l} T={t_max}: no half-size record tile");
+        assert!(half_rows.is_some(), "L={l} T={t_max}: no half-size record tile");
         assert!(
             tiles_taken.iter().all(|&n| n > 0),
             "L={l} T={t_max}: rows by record tile {tiles_taken:?}, both wanted"

@@ -12,9 +12,8 @@ use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid, Tiles};
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::fold::mamba2_fold;
-use replay_kernels::ssm::kernels::record_rows;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
-use replay_kernels::ssm::kernels::verify::{mamba2_verify, MIN_DRAFT_COLUMNS};
+use replay_kernels::ssm::kernels::verify::{half_record_rows, mamba2_verify};
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::space::values_of;
 use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace, TuneSource};
@@ -185,10 +184,7 @@ pub fn tune_verify_tiles(
         )
         .constraint(
             "record tiers only where half the record rows hold more than the drafts",
-            |c: &C, _| {
-                let drafts = c.T.next_power_of_two().max(MIN_DRAFT_COLUMNS);
-                !c.TIERS || record_rows(c.L + drafts) / 2 > drafts
-            },
+            |c: &C, _| !c.TIERS || half_record_rows(c.L, c.T).is_some(),
         )
         .register_limit();
     let grid_shape = *shape;

@@ -13,7 +13,7 @@ use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::record_rows;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
-use replay_kernels::ssm::kernels::verify::{mamba2_verify, MIN_DRAFT_COLUMNS};
+use replay_kernels::ssm::kernels::verify::{draft_columns, mamba2_verify};
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
@@ -51,7 +51,7 @@ pub fn window_candidates(shape: ModelShape, drafts: usize, accepted: f64) -> (f6
         .map(|l| l.clamp(lo, 64))
         .collect();
     if drafts > 0 {
-        let tq = drafts.next_power_of_two().max(MIN_DRAFT_COLUMNS);
+        let tq = draft_columns(drafts);
         let widest: Vec<usize> = c.iter().map(|&l| record_rows(l + tq) - tq).collect();
         c.extend(widest.into_iter().filter(|l| (lo..=64).contains(l)));
     }

@@ -7,6 +7,30 @@ use replay_dsl::prelude::*;
 /// (extra columns masked), the `N` of a tensor-core tile.
 pub const MIN_DRAFT_COLUMNS: usize = 8;
 
+/// Draft columns `tq` of the verification's products for up to `t` drafts: `t` rounded up to a
+/// power of two, at least [`MIN_DRAFT_COLUMNS`].
+pub const fn draft_columns(t: usize) -> usize {
+    let tq = t.next_power_of_two();
+    if tq < MIN_DRAFT_COLUMNS {
+        MIN_DRAFT_COLUMNS
+    } else {
+        tq
+    }
+}
+
+/// Record rows of `TIERS`' half-size tile at window `l` and up to `t` drafts (half of
+/// `record_rows(l + tq)`), when it holds more rows than the drafts' `tq`: a row with `h`
+/// committed records takes it where `h + tq` fits.
+pub const fn half_record_rows(l: usize, t: usize) -> Option<usize> {
+    let tq = draft_columns(t);
+    let half = record_rows(l + tq) / 2;
+    if half > tq {
+        Some(half)
+    } else {
+        None
+    }
+}
+
 /// The slice of `t` (first axis: head lanes) at the lane where the one-hot `[HBP]` mask `lane`
 /// is set, as a select and a sum over the lanes (in registers when that axis is).
 fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
@@ -197,7 +221,7 @@ pub fn mamba2_verify(
     let _ = (batch, slots);
     let hpg = HEADS / GROUPS;
     let cap = L + T;
-    let tq = T.next_power_of_two().max(MIN_DRAFT_COLUMNS);
+    let tq = draft_columns(T);
     let nr_all = record_rows(L + tq);
 
     let row = program_id(2);
@@ -402,8 +426,7 @@ pub fn mamba2_verify(
         };
         // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
         // the records' work follows the window's fill, not its capacity.
-        let nr_half = nr_all / 2;
-        if TIERS && nr_half > tq {
+        if let (true, Some(nr_half)) = (TIERS, half_record_rows(L, T)) {
             if h + tq as i32 <= nr_half as i32 {
                 verify_rows(nr_half);
             } else {

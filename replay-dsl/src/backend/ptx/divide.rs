@@ -2,10 +2,11 @@
 //!
 //! ptxas 13.0 lowers `div.s32` / `rem.s32` to its generic reciprocal sequence even when the
 //! divisor is an immediate (an `I2F` and `MUFU.RCP` of the constant, then a dozen dependent
-//! integer instructions per use; H200 SASS of the SSM kernels), so the emitter replaces them for a constant divisor `d ≥ 2` with what
-//! a C compiler would do (Hacker's Delight, ch. 10): shifts for a power of two, else a multiply
-//! by a magic number and shifts. Both round toward zero like `div.s32`, for every `a`; a
-//! dividend known to be ≥ 0 (a program id) divides by a power of two with one shift or `and`.
+//! integer instructions per use; H200 SASS of the SSM kernels), so for a constant divisor
+//! `d ≥ 2` the emitter does what a C compiler would (Hacker's Delight, ch. 10): shifts for a
+//! power of two, else a multiply by a magic number and shifts. Both round toward zero like
+//! `div.s32`, for every `a`; a dividend known to be ≥ 0 (a program id) divides by a power of
+//! two with one shift or `and`.
 
 use super::regs::{Class, Reg};
 use super::Emitter;
