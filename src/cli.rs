@@ -123,7 +123,8 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         triton: Option<PathBuf>,
         /// Use the plans of an earlier `--json` result, untuned, for the models and batches it
-        /// has (time a kernel or compiler change at equal tiles).
+        /// has (time a kernel or compiler change at equal tiles); without `--model` and
+        /// `--batch`, run just those models and batches.
         #[arg(long, value_name = "FILE")]
         plans: Option<PathBuf>,
         /// Run on the CPU interpreter at the reduced shape even with a GPU.
@@ -192,6 +193,17 @@ pub fn execute(cli: Cli, out: &mut dyn Write) -> Result<bool, CliError> {
         } => {
             let choice = crate::devices::choose(interpret)?;
             let mut args = crate::ssm::bench::SsmBenchArgs::full(choice.scale);
+            if let Some(file) = &plans {
+                // By default, the models and batches the file has plans for (no tuning run
+                // for the others).
+                let (models, batches) = crate::ssm::bench::planned(file)?;
+                if choice.is_gpu() {
+                    args.models = (models.iter().map(|m| parse_mamba2_model(m)))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| CliError::Usage(format!("--plans {}: {e}", file.display())))?;
+                }
+                args.batches = batches;
+            }
             if !model.is_empty() && choice.is_gpu() {
                 args.models = model;
             }

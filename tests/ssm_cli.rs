@@ -96,6 +96,25 @@ fn bench_ssm_reuses_the_plans_of_an_earlier_run() {
     );
     assert!(row["replay_ms"].as_f64().unwrap() > 0.0);
 
+    // Without --batch, just the file's batch (2; the interpreter's default batches are 1 and 4).
+    let third = dir.join("third.json");
+    ok(&[
+        "bench-ssm",
+        "--interpret",
+        "--plans",
+        first.to_str().unwrap(),
+        "--json",
+        third.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&third).unwrap()).unwrap();
+    let batches: Vec<_> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["batch"].clone())
+        .collect();
+    assert_eq!(batches, [2], "{v}");
+
     // More drafts than the file's speculative plan holds: a clear error, nothing run.
     let bad = cli_support::replay(&bench_small(&["--drafts", "64", "--plans", first.to_str().unwrap()]));
     assert!(!bad.status.success());

@@ -381,6 +381,21 @@ fn read_triton(path: &Path) -> Result<Vec<TritonResult>, CliError> {
     Ok(read_json::<TritonFile>(path)?.results)
 }
 
+/// The models and the batches that an earlier run's JSON (`--plans`) has plans for, each once,
+/// in file order: what `bench-ssm --plans` runs when no `--model` or `--batch` is given.
+pub fn planned(path: &Path) -> Result<(Vec<String>, Vec<usize>), CliError> {
+    let (mut models, mut batches) = (Vec::new(), Vec::new());
+    for row in read_json::<PlansFile>(path)?.rows {
+        if !models.contains(&row.model) {
+            models.push(row.model);
+        }
+        if !batches.contains(&row.batch) {
+            batches.push(row.batch);
+        }
+    }
+    Ok((models, batches))
+}
+
 /// The plans of `path` (an earlier `--json`) for `model` at `batch`, their choices marked
 /// `file`; `None` when it has no such row. An error when its speculative plan holds fewer
 /// drafts than `max_drafts`.
