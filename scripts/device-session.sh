@@ -13,9 +13,11 @@
 #            256,1), models $TUNED_MODELS (default both), drafts $TUNED_DRAFTS (default 2,4,8;
 #            one model at B=256 with drafts 8 takes ~8 minutes, both precisions)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
-#   ab       the previous build (.carry/old/replay) against this one at equal plans, alternated,
-#            two rounds each: bench-ssm --plans $AB_PLANS (default the v14 Super results)
-#            --model $AB_MODEL --batch $AB_BATCH --drafts $AB_DRAFTS (default Super, 256, 8)
+#   ab       builds $AB_BUILDS (default `old new`: `new` is this one, .carry/replay, any other
+#            name N the binary .carry/N/replay) at equal plans, alternated, two rounds: bench-ssm
+#            --plans F for each file F in $AB_PLANS (default the v14 Super results), the file's
+#            models and batches unless $AB_MODEL / $AB_BATCH name them, --drafts $AB_DRAFTS
+#            (default 8)
 #   ncu      Nsight Compute on the conventional, replay-step, verify and fold kernels (models
 #            $NCU_MODELS, kernels $NCU_KERNELS, batch $NCU_BATCH; default all, B=256, T=8; tuned plans when
 #            the cache has them; speed of light, occupancy, warp states, instruction mix,
@@ -77,15 +79,18 @@ profile() { # one launch of each SSM kernel per model under Nsight Compute, with
   done
 }
 
-ab() { # old and new binaries at the plans of $AB_PLANS, alternated
-  local plans=${AB_PLANS:-bench/results/ssm-h200-v14-super.json} round b
+ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternated
+  local plans=(${AB_PLANS:-bench/results/ssm-h200-v14-super.json}) round b p exe n=0
   for round in 1 2; do
-    for b in old new; do
-      local exe=$bin
-      [[ $b == old ]] && exe=.carry/old/replay
-      echo "== $b, round $round"
-      "$exe" bench-ssm --plans "$plans" --model "${AB_MODEL:-nemotron3-super-120b}" \
-        --batch "${AB_BATCH:-256}" --drafts "${AB_DRAFTS:-8}" --json "$out/ab-$b-$round.json" || return 1
+    for b in ${AB_BUILDS:-old new}; do
+      exe=.carry/$b/replay
+      [[ $b == new ]] && exe=$bin
+      for p in "${plans[@]}"; do
+        n=$((n + 1))
+        echo "== $b, round $round, $p"
+        "$exe" bench-ssm --plans "$p" ${AB_MODEL:+--model "$AB_MODEL"} ${AB_BATCH:+--batch "$AB_BATCH"} \
+          --drafts "${AB_DRAFTS:-8}" --json "$out/ab-$b-$round-$n.json" || return 1
+      done
     done
   done
 }
@@ -108,7 +113,7 @@ for s in "${steps[@]}"; do
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
-    ab) export -f ab; export out bin; step ab 300 bash -c ab ;;
+    ab) export -f ab; export out bin; step ab 540 bash -c ab ;;
     *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, ab)" >&2; failed=$((failed + 1)) ;;
   esac
 done
