@@ -279,15 +279,14 @@ impl<'k> Assignment<'k> {
         if let Some(l) = self.natural(v) {
             return l;
         }
-        if let (Kind::View, Some(Op::Trans(src))) = (self.kind(v), self.defs[v.0 as usize].map(|d| &d.op)) {
+        let op = |x: Value| self.def(x).map(|d| &d.op);
+        if let (Kind::View, Some(Op::Trans(src))) = (self.kind(v), op(v)) {
             // The load under the transpose, through remat casts (`x.cast::<f32>().trans()`).
             let mut src = *src;
-            while let (Kind::Remat, Some(Op::Cast(x, _))) = (self.kind(src), self.defs[src.0 as usize].map(|d| &d.op)) {
+            while let (Kind::Remat, Some(Op::Cast(x, _))) = (self.kind(src), op(src)) {
                 src = *x;
             }
-            if let (Kind::Remat, Some(Op::Load { ptr, mask, .. })) =
-                (self.kind(src), self.defs[src.0 as usize].map(|d| &d.op))
-            {
+            if let (Kind::Remat, Some(Op::Load { ptr, mask, .. })) = (self.kind(src), op(src)) {
                 let l = self.anchor(*ptr, *mask, 16);
                 return self.table.intern(self.table.get(l).transposed());
             }
