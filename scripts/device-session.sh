@@ -17,7 +17,7 @@
 #            name N the binary .carry/N/replay) at equal plans, alternated, two rounds: bench-ssm
 #            --plans F for each file F in $AB_PLANS (default the v14 Super results), the file's
 #            models and batches unless $AB_MODEL / $AB_BATCH name them, --drafts $AB_DRAFTS
-#            (default 8)
+#            (default 8); each run at most $AB_RUN_LIMIT seconds (default 120)
 #   ncu      Nsight Compute on the conventional, replay-step, verify and fold kernels (models
 #            $NCU_MODELS, kernels $NCU_KERNELS, batch $NCU_BATCH; default all, B=256, T=8; tuned plans when
 #            the cache has them; speed of light, occupancy, warp states, instruction mix,
@@ -79,6 +79,12 @@ profile() { # one launch of each SSM kernel per model under Nsight Compute, with
   done
 }
 
+file_field() { # the distinct values of a row field of a bench-ssm JSON file, comma-separated
+  python3 -c 'import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+print(",".join(str(v) for v in sorted({r[sys.argv[2]] for r in rows})))' "$1" "$2"
+}
+
 ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternated
   local plans=(${AB_PLANS:-bench/results/ssm-h200-v14-super.json}) round b p exe n=0
   for round in 1 2; do
@@ -88,7 +94,10 @@ ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternate
       for p in "${plans[@]}"; do
         n=$((n + 1))
         echo "== $b, round $round, $p"
-        "$exe" bench-ssm --plans "$p" ${AB_MODEL:+--model "$AB_MODEL"} ${AB_BATCH:+--batch "$AB_BATCH"} \
+        # Models and batches named explicitly (a binary older than the --plans defaults would
+        # otherwise tune every batch), and each run limited: a stray tuning run fails fast.
+        timeout "${AB_RUN_LIMIT:-120}" "$exe" bench-ssm --plans "$p" \
+          --model "${AB_MODEL:-$(file_field "$p" model)}" --batch "${AB_BATCH:-$(file_field "$p" batch)}" \
           --drafts "${AB_DRAFTS:-8}" --json "$out/ab-$b-$round-$n.json" || return 1
       done
     done
@@ -113,7 +122,7 @@ for s in "${steps[@]}"; do
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
-    ab) export -f ab; export out bin; step ab 540 bash -c ab ;;
+    ab) export -f ab file_field; export out bin; step ab 540 bash -c ab ;;
     *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, ab)" >&2; failed=$((failed + 1)) ;;
   esac
 done
