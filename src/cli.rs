@@ -62,6 +62,9 @@ pub enum Command {
         /// List the stage names.
         #[arg(long)]
         stages: bool,
+        /// Print what a launch needs (threads, occupancy hint, shared memory) instead of PTX.
+        #[arg(long, conflicts_with_all = ["ir", "stage", "stages"])]
+        resources: bool,
     },
     /// Check every gallery kernel against its float64 reference (GPU, else the interpreter).
     Check {
@@ -229,13 +232,15 @@ pub fn execute(cli: Cli, out: &mut dyn Write) -> Result<bool, CliError> {
             ir,
             stage,
             stages,
+            resources,
         } => {
             let entry = crate::kernels::find(&kernel)?;
             let sets = set.iter().map(|s| parse_set(s)).collect::<Result<Vec<_>, _>>()?;
-            let show = match (ir, stage, stages) {
-                (_, _, true) => Show::Stages,
-                (true, _, _) => Show::Ir,
-                (_, Some(s), _) => Show::Stage(s),
+            let show = match (ir, stage, stages, resources) {
+                (_, _, _, true) => Show::Resources,
+                (_, _, true, _) => Show::Stages,
+                (true, _, _, _) => Show::Ir,
+                (_, Some(s), _, _) => Show::Stage(s),
                 _ => Show::Ptx,
             };
             let compiled = crate::ptx::compile(&entry, target, &sets)?;

@@ -16,6 +16,8 @@ pub enum Show {
     Stage(String),
     /// The stage names, one per line.
     Stages,
+    /// What a launch needs: threads, warps, the occupancy hint and shared memory.
+    Resources,
 }
 
 /// Parses `NAME=VALUE` (an integer, or `true` / `false`).
@@ -79,6 +81,7 @@ pub fn render(entry: &KernelEntry, out: &Output, show: &Show) -> Result<String, 
     let mut text = match show {
         Show::Ptx => compiled.ptx.clone(),
         Show::Stages => compiled.stage_names().join("\n"),
+        Show::Resources => resources(compiled),
         Show::Ir => compiled
             .stages
             .get(out.ir_stages.saturating_sub(1))
@@ -97,6 +100,24 @@ pub fn render(entry: &KernelEntry, out: &Output, show: &Show) -> Result<String, 
         text.push('\n');
     }
     Ok(text)
+}
+
+/// The launch resources of a compiled kernel, one `name: value` per line.
+fn resources(c: &Compiled) -> String {
+    let warps = c.num_threads / 32;
+    let kind = if c.dynamic_shared_bytes() > 0 {
+        "dynamic"
+    } else {
+        "static"
+    };
+    let hint = match c.min_blocks {
+        0 | 1 => "none".to_string(),
+        b => format!("{b} programs per SM (registers capped to fit them)"),
+    };
+    format!(
+        "entry: {}\nthreads: {} ({warps} warps)\noccupancy hint: {hint}\nshared memory: {} bytes ({kind})",
+        c.entry, c.num_threads, c.shared_bytes
+    )
 }
 
 /// Parses a `--target` value.

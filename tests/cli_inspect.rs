@@ -77,6 +77,40 @@ fn stages_and_ir() {
 }
 
 #[test]
+fn resources_of_a_launch() {
+    let out = ok(&["ptx", "vector_add", "--resources", "--set", "num_warps=2"]);
+    assert!(out.contains("threads: 64 (2 warps)"), "{out}");
+    assert!(out.contains("occupancy hint: none"), "{out}");
+    assert!(out.contains("shared memory: 0 bytes (static)"), "{out}");
+    // A verification tile past the static limit: its staging buffers launch as dynamic memory,
+    // and its occupancy hint is named.
+    let verify = ok(&[
+        "ptx",
+        "mamba2_verify",
+        "--resources",
+        "--set",
+        "ASYNC=1",
+        "--set",
+        "BV=64",
+        "--set",
+        "min_blocks=2",
+    ]);
+    assert!(verify.contains("entry: mamba2_verify_"), "{verify}");
+    assert!(verify.contains("occupancy hint: 2 programs per SM"), "{verify}");
+    let bytes: u32 = verify
+        .lines()
+        .find_map(|l| l.strip_prefix("shared memory: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no shared memory line: {verify}"));
+    // Two stages of 64 f32 rows of DK = 128, at least.
+    assert!(bytes >= 2 * 64 * 128 * 4, "{verify}");
+    assert!(verify.contains("(dynamic)"), "{verify}");
+    let e = fails(&["ptx", "vector_add", "--resources", "--stages"]);
+    assert!(e.contains("cannot be used with"), "{e}");
+}
+
+#[test]
 fn set_overrides_constexprs() {
     let small = ok(&["ptx", "vector_add", "--set", "BLOCK=256", "--set", "num_warps=2"]);
     assert!(small.contains("vector_add_BLOCK256_w2"), "{small}");

@@ -66,6 +66,8 @@ pub struct Compiled {
     pub ptx: String,
     /// Threads per program (`32 × num_warps`).
     pub num_threads: u32,
+    /// The occupancy hint: programs per SM ptxas must fit (registers capped), or 1 for none.
+    pub min_blocks: u32,
     /// Shared memory the kernel uses, in bytes: a static array, or beyond
     /// [`crate::backend::smem::STATIC_LIMIT`] an `.extern` one launched with this much dynamic
     /// shared memory ([`Compiled::dynamic_shared_bytes`]).
@@ -115,6 +117,7 @@ pub fn compile_with_lines(kernel: &Kernel, target: Target, line_info: bool) -> R
         target,
         ptx: generated.ptx,
         num_threads: optimized.num_warps * 32,
+        min_blocks: optimized.min_blocks,
         shared_bytes: generated.shared_bytes,
         stages,
         line_info,

@@ -282,6 +282,7 @@ impl Device {
             target,
             ptx: ptx.to_string(),
             num_threads,
+            min_blocks: 1,
             shared_bytes: 0,
             stages: vec![("ptx".to_string(), ptx.to_string())],
             line_info: ptx.contains("\n.file "),
