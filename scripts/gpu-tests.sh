@@ -30,7 +30,7 @@ build() { # package, test targets...
 
 build replay-dsl prop_elementwise prop_reduce gpu_special gpu_dot
 build replay-runtime gpu
-build replay-kernels ssm_gpu ssm_decode ssm_replay ssm_verify ssm_commit
+build replay-kernels ssm_decode ssm_replay ssm_verify ssm_commit
 build replay ssm_state
 
 ls -l "$out" >&2
