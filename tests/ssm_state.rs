@@ -628,8 +628,8 @@ fn tuner_in(
 #[test]
 fn replay_tuning_problems_run_on_the_interpreter() {
     use replay::ssm::tuning::{
-        replay_shortlist, tune_fold_tiles, tune_replay_tiles, tune_verify_window, tune_window, window_run_steps,
-        TILE_SHORTLIST,
+        replay_shortlist, tune_fold_cycles, tune_fold_tiles, tune_replay_tiles, tune_verify_window, tune_window,
+        window_run_steps, with_head_blocks, TILE_SHORTLIST,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -663,10 +663,28 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     assert_eq!(v.source, TuneSource::Tuned);
     assert!([3, 4].contains(&v.window));
     assert!(short.tiles[..2].contains(&v.tiles));
-    // The fold's tiles, on rows spread over a verification cycle (one in its length folding).
-    let (f, f_source, f_points) = tune_fold_tiles(&mut tuner, &TUNE, 2, 3, 2, 1).unwrap();
-    assert_eq!(f_source, TuneSource::Tuned);
-    assert!(f_points > 1 && [16, 32, 64, 128].contains(&f.flush_columns), "{f:?}");
+    // The fold's tiles: a shortlist from single launches on rows spread over a verification
+    // cycle (one in its length folding), then whole cycles over it and its first tile at every
+    // number of heads per program (TUNE: 1 and 2).
+    let f = tune_fold_tiles(&mut tuner, &TUNE, 2, 3, 2, 1).unwrap();
+    assert_eq!(f.source, TuneSource::Tuned);
+    assert!(f.points > f.tiles.len() && f.tiles.len() == TILE_SHORTLIST, "{f:?}");
+    assert!(
+        f.tiles.iter().all(|t| [16, 32, 64, 128].contains(&t.flush_columns)),
+        "{f:?}"
+    );
+    let fold_tiles = with_head_blocks(&f.tiles, &TUNE);
+    for hb in [1, 2] {
+        assert!(fold_tiles.contains(&Tiles { hb, ..f.tiles[0] }), "{fold_tiles:?}");
+    }
+    let plan = ReplayPlan {
+        window: v.window,
+        verify: v.tiles,
+        ..plan
+    };
+    let fc = tune_fold_cycles(&mut tuner, TUNE, &p, 2, true, plan, 1, &fold_tiles).unwrap();
+    assert_eq!((fc.source, fc.window), (TuneSource::Tuned, v.window));
+    assert!(fold_tiles.contains(&fc.tiles), "{:?}", fc.tiles);
     // From the cache: the same candidates reuse the choice, other tiles are tuned.
     let mut cached = tuner_in(&d, &dir, TuneMode::Cached);
     let again = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4], false).unwrap();
@@ -703,8 +721,8 @@ fn replay_tuning_problems_run_on_the_interpreter() {
 #[test]
 fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     use replay::ssm::tuning::{
-        accepted_drafts, plans, tune_conventional, tune_replay_tiles, tune_verify_tiles, window_candidates,
-        with_flush_variants,
+        accepted_drafts, plans, tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles,
+        window_candidates, with_flush_variants, with_head_blocks,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -763,6 +781,12 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     assert!(short.tiles.contains(&first.verify.verify));
     assert_eq!(first.verify.step, first.replay.step);
     assert_eq!(joint("verify window L and tiles"), windows.len() * short.tiles.len());
+    // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks.
+    let f = tune_fold_tiles(&mut cached, &TUNE, batch, first.verify.window, drafts, accepted).unwrap();
+    assert_eq!(f.source, TuneSource::Cache);
+    let fold_tiles = with_head_blocks(&f.tiles, &TUNE);
+    assert!(fold_tiles.contains(&first.verify.fold), "{:?}", first.verify.fold);
+    assert_eq!(joint("fold tiles"), fold_tiles.len());
 
     // Two state precisions: plans of their own, tuned the same way from the one-precision
     // plans' windows (their kernels read and write the f16 checkpoint), the one-precision

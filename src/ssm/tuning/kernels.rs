@@ -4,19 +4,18 @@
 
 use super::space::{
     bv_values_conventional, bv_values_replay, bv_values_step, early_values, fixed_axes, flat_row_warps,
-    flush_row_values, replay_shortlist, shape_axes, shape_sizes, step_prefetch_values, tiles_of, verify_hb_values,
+    flush_row_values, replay_shortlist, shape_axes, shape_sizes, step_prefetch_values, verify_hb_values,
     OccupancyHints, Shortlist, OCCUPANCY_HINTS, TILE_SHORTLIST,
 };
 use super::Result;
-use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid, Tiles};
+use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid};
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::verify::{half_record_rows, mamba2_verify};
 use replay_kernels::ssm::shapes::ModelShape;
-use replay_runtime::tune::space::values_of;
-use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace, TuneSource};
+use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace};
 
 /// `problem` with its buffers filled by `fills` and the cache-key sizes `sizes` (in order).
 fn with_inputs<C>(
@@ -207,11 +206,12 @@ pub fn tune_verify_tiles(
     Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
 }
 
-/// Tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks × FC`) at window
-/// `window`, timed on rows spread over the verifications of a cycle (one in its length folding
-/// the `h` records of the flushing verification, `h + T > L`; the others idle), as a cycle of
-/// launches runs it: an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a
-/// flushing one ~0.93 ms. Its tiles do not change the verification's.
+/// A shortlist of tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks ×
+/// FC`) at window `window`, timed on rows spread over the verifications of a cycle (one in its
+/// length folding the `h` records of the flushing verification, `h + T > L`; the others idle):
+/// an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a flushing one
+/// ~0.93 ms. Its tiles do not change the verification's; whole cycles choose among them
+/// ([`super::tune_fold_cycles`]).
 pub fn tune_fold_tiles(
     tuner: &mut Autotuner,
     shape: &ModelShape,
@@ -219,7 +219,7 @@ pub fn tune_fold_tiles(
     window: usize,
     drafts: usize,
     accepted: usize,
-) -> Result<(Tiles, TuneSource, usize)> {
+) -> Result<Shortlist> {
     type C = <mamba2_fold::Kernel as KernelDef>::Config;
     let space = shape_axes(SearchSpace::<C>::new(), shape)
         .axis("L", [window as i64])
@@ -250,5 +250,5 @@ pub fn tune_fold_tiles(
     // × num_warps, FC.
     let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 8;
     let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;
-    Ok((tiles_of(&values_of(&t.config)), t.source, points))
+    Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
 }

@@ -21,11 +21,11 @@ mod space;
 mod windows;
 
 pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles};
-pub use space::{replay_shortlist, with_flush_variants, Shortlist, TILE_SHORTLIST};
+pub use space::{replay_shortlist, with_flush_variants, with_head_blocks, Shortlist, TILE_SHORTLIST};
 pub use windows::{
-    accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_verify_window, tune_window,
-    verify_run_cycles, window_candidates, window_run_steps, ConventionalRunner, VerifyRunner, WindowChoice,
-    WindowRunner, CONVENTIONAL_RUN_STEPS, VERIFY_CYCLES,
+    accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_fold_cycles,
+    tune_verify_window, tune_window, verify_run_cycles, window_candidates, window_run_steps, ConventionalRunner,
+    VerifyRunner, WindowChoice, WindowRunner, CONVENTIONAL_RUN_STEPS, VERIFY_CYCLES,
 };
 
 use super::state::{ConventionalPlan, ReplayPlan, Tiles};
@@ -119,7 +119,8 @@ fn joint_note(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize)
 /// The plans for `shape` at `batch`: with a tuner, tile shortlists from the kernels' tuning,
 /// then each plan's window and tiles together by whole-window timing (cache first), once for
 /// one state precision and then, from those plans, for two (the step's and the verification's
-/// tiles and windows; the fold keeps its tiles: the same work plus the f16 writes); else the
+/// tiles and windows; the fold's tiles, chosen on whole verification cycles from its own
+/// shortlist, are kept: the same work plus the f16 writes); else the
 /// defaults (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the
 /// speculative plan.
 pub fn plans(
@@ -262,11 +263,14 @@ impl TuneJob<'_> {
             let (value, source, n) = joint_note(&c, l_star_v, cands_v, tiles.len());
             note(&format!("verify window L and tiles{tag}"), value, source, n);
             // The fold's tiles once, for one precision: with two it does the same work and
-            // writes the f16 copy too.
+            // writes the f16 copy too. A kernel-level shortlist, then whole cycles.
             if !lp {
-                let (t, s, n) = tune_fold_tiles(tuner, &shape, batch, verify.window, drafts, accepted)?;
-                verify.fold = t;
-                note("fold tiles", t.show(), s, n);
+                let short = tune_fold_tiles(tuner, &shape, batch, verify.window, drafts, accepted)?;
+                note("fold tile shortlist", short.show(), short.source, short.points);
+                let tiles = with_head_blocks(&short.tiles, &shape);
+                let c = tune_fold_cycles(tuner, shape, params, batch, gated, verify, accepted, &tiles)?;
+                verify.fold = c.tiles;
+                note("fold tiles", c.tiles.show(), c.source, tiles.len());
             }
         }
         Ok((replay, verify))

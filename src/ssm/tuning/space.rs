@@ -97,6 +97,26 @@ pub fn with_flush_variants(tiles: &[Tiles], batch: usize) -> Vec<Tiles> {
     all
 }
 
+/// The fold's shortlisted tiles for the cycle timing, then the first of them with every other
+/// number of heads per program (each once): how many programs an idle fold launch runs, which
+/// single launches of rows spread over a cycle rank otherwise than whole cycles do (H200, Nano
+/// B = 256: single launches ranked 4 heads first, cycles 12).
+pub fn with_head_blocks(tiles: &[Tiles], shape: &ModelShape) -> Vec<Tiles> {
+    let mut all = tiles.to_vec();
+    if let Some(&best) = tiles.first() {
+        for hb in verify_hb_values(shape) {
+            let t = Tiles {
+                hb: hb as usize,
+                ..best
+            };
+            if !all.contains(&t) {
+                all.push(t);
+            }
+        }
+    }
+    all
+}
+
 /// Batches up to this size are latency-bound, larger ones bandwidth-bound: they also try the
 /// replay step's early checkpoint load (`EARLY`, which elsewhere only costs registers); larger
 /// ones its flush's prefetch (`PREFETCH`) and a second flush block (`FR`).
@@ -287,5 +307,20 @@ mod tests {
         }
         assert_eq!(large, want);
         assert_eq!(large.len(), 2 + 3 + 4);
+    }
+
+    /// The fold's cycle candidates: the shortlist in order, then its first tile at every other
+    /// divisor of the heads per group (Super: 16 heads per group), none twice.
+    #[test]
+    fn fold_cycles_time_every_head_block_of_the_first_tile() {
+        let shape = NEMOTRON3_SUPER_120B;
+        let fold = ReplayPlan::default_for(&shape, 56, 8).fold;
+        let a = Tiles { bv: 32, hb: 4, ..fold };
+        let b = Tiles { bv: 64, hb: 2, ..fold };
+        let got = with_head_blocks(&[a, b], &shape);
+        let mut want = vec![a, b];
+        want.extend([1, 2, 8, 16].map(|hb| Tiles { hb, ..a }));
+        assert_eq!(got, want);
+        assert!(with_head_blocks(&[], &shape).is_empty());
     }
 }

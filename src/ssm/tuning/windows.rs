@@ -11,6 +11,7 @@ use crate::ssm::state::{
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
+use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::record_rows;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::verify::{draft_columns, mamba2_verify};
@@ -408,6 +409,60 @@ pub fn tune_verify_window(
                 batch,
                 gated,
                 ReplayPlan { window, verify, ..plan },
+                accepted,
+            )
+        },
+        VerifyRunner::run,
+    )
+}
+
+/// The fold's tiles among `tiles` for the speculative `plan` (its window and verification
+/// tiles chosen), by the time per verification cycle as [`tune_verify_window`] times it. The
+/// kernel-level ranking ([`super::tune_fold_tiles`]) times one launch whose rows are spread over
+/// a cycle's states; rows admitted together fold together instead, and then the idle launches
+/// between folds cost per program (H200, Nano B = 256, `bench/NOTES.md` session 22: 22 µs
+/// with 4 heads per program, 10 µs with 12; the fold itself 874 and 854 µs; the cycle
+/// 0.574–0.578 → 0.558–0.570 ms).
+#[allow(clippy::too_many_arguments)]
+pub fn tune_fold_cycles(
+    tuner: &mut Autotuner,
+    shape: ModelShape,
+    params: &Mamba2Params,
+    batch: usize,
+    gated: bool,
+    plan: ReplayPlan,
+    accepted: usize,
+    tiles: &[Tiles],
+) -> Result<WindowChoice> {
+    // The cycles' verification tiles key the choice too (with the kernels' sources).
+    let kernels = format!(
+        "{}{}\n// verification: {}",
+        mamba2_fold::Kernel::SOURCE,
+        mamba2_verify::Kernel::SOURCE,
+        plan.verify.show()
+    );
+    let mut sizes = shape_sizes(&shape, batch, gated);
+    sizes.extend([
+        ("T", plan.max_drafts as i64),
+        ("accepted", accepted as i64),
+        ("lp", plan.lp as i64),
+    ]);
+    tune_window_scheme(
+        tuner,
+        "mamba2_fold_cycles",
+        &window_scheme_source(&kernels),
+        &[plan.window],
+        tiles,
+        sizes,
+        |l| verify_run_cycles(l, plan.max_drafts, accepted) as f64,
+        |s, window, fold| {
+            VerifyRunner::new(
+                s,
+                shape,
+                params,
+                batch,
+                gated,
+                ReplayPlan { window, fold, ..plan },
                 accepted,
             )
         },
