@@ -386,33 +386,21 @@ pub fn tune_verify_window(
     tiles: &[Tiles],
     windows: &[usize],
 ) -> Result<WindowChoice> {
-    let source = window_scheme_source(mamba2_verify::Kernel::SOURCE);
-    let mut sizes = shape_sizes(&shape, batch, gated);
-    sizes.extend([
-        ("T", plan.max_drafts as i64),
-        ("accepted", accepted as i64),
-        ("lp", plan.lp as i64),
-    ]);
-    tune_window_scheme(
+    let cycles = VerifyCycles {
+        shape,
+        params,
+        batch,
+        gated,
+        plan,
+        accepted,
+    };
+    cycles.tune(
         tuner,
         "mamba2_verify_window",
-        &source,
+        mamba2_verify::Kernel::SOURCE,
         windows,
         tiles,
-        sizes,
-        |l| verify_run_cycles(l, plan.max_drafts, accepted) as f64,
-        |s, window, verify| {
-            VerifyRunner::new(
-                s,
-                shape,
-                params,
-                batch,
-                gated,
-                ReplayPlan { window, verify, ..plan },
-                accepted,
-            )
-        },
-        VerifyRunner::run,
+        |p, window, verify| ReplayPlan { window, verify, ..p },
     )
 }
 
@@ -441,33 +429,73 @@ pub fn tune_fold_cycles(
         mamba2_verify::Kernel::SOURCE,
         plan.verify.show()
     );
-    let mut sizes = shape_sizes(&shape, batch, gated);
-    sizes.extend([
-        ("T", plan.max_drafts as i64),
-        ("accepted", accepted as i64),
-        ("lp", plan.lp as i64),
-    ]);
-    tune_window_scheme(
+    let cycles = VerifyCycles {
+        shape,
+        params,
+        batch,
+        gated,
+        plan,
+        accepted,
+    };
+    cycles.tune(
         tuner,
         "mamba2_fold_cycles",
-        &window_scheme_source(&kernels),
+        &kernels,
         &[plan.window],
         tiles,
-        sizes,
-        |l| verify_run_cycles(l, plan.max_drafts, accepted) as f64,
-        |s, window, fold| {
-            VerifyRunner::new(
-                s,
-                shape,
-                params,
-                batch,
-                gated,
-                ReplayPlan { window, fold, ..plan },
-                accepted,
-            )
-        },
-        VerifyRunner::run,
+        |p, window, fold| ReplayPlan { window, fold, ..p },
     )
+}
+
+/// Verification cycles of one speculative plan, the unit both of its whole-cycle tunings time.
+struct VerifyCycles<'a> {
+    shape: ModelShape,
+    params: &'a Mamba2Params,
+    batch: usize,
+    gated: bool,
+    plan: ReplayPlan,
+    accepted: usize,
+}
+
+impl VerifyCycles<'_> {
+    /// The window and tiles among `windows × tiles` with the least time per cycle, each
+    /// candidate put into the plan by `place(plan, window, tiles)`; `kernels` (with the commit
+    /// and admit kernels') keys the cache under `name`.
+    fn tune(
+        &self,
+        tuner: &mut Autotuner,
+        name: &str,
+        kernels: &str,
+        windows: &[usize],
+        tiles: &[Tiles],
+        place: fn(ReplayPlan, usize, Tiles) -> ReplayPlan,
+    ) -> Result<WindowChoice> {
+        let Self {
+            shape,
+            params,
+            batch,
+            gated,
+            plan,
+            accepted,
+        } = *self;
+        let mut sizes = shape_sizes(&shape, batch, gated);
+        sizes.extend([
+            ("T", plan.max_drafts as i64),
+            ("accepted", accepted as i64),
+            ("lp", plan.lp as i64),
+        ]);
+        tune_window_scheme(
+            tuner,
+            name,
+            &window_scheme_source(kernels),
+            windows,
+            tiles,
+            sizes,
+            |l| verify_run_cycles(l, plan.max_drafts, accepted) as f64,
+            |s, window, t| VerifyRunner::new(s, shape, params, batch, gated, place(plan, window, t), accepted),
+            VerifyRunner::run,
+        )
+    }
 }
 
 /// The conventional kernel's tiles among `tiles` (a kernel-level shortlist) by the time per
