@@ -56,6 +56,21 @@ impl Carry for () {
     fn rebuild(&self, _: &mut dyn Iterator<Item = Value>) -> Self {}
 }
 
+/// An optional carried value whose presence is fixed at compile time (a kernel option): `None`
+/// carries nothing.
+impl<A: Carry> Carry for Option<A> {
+    #[track_caller]
+    fn flatten(&self, out: &mut Vec<Value>) {
+        if let Some(a) = self {
+            a.flatten(out)
+        }
+    }
+    #[track_caller]
+    fn rebuild(&self, vals: &mut dyn Iterator<Item = Value>) -> Self {
+        self.as_ref().map(|a| a.rebuild(vals))
+    }
+}
+
 macro_rules! carry_tuple {
     ($($n:ident $i:tt),*) => {
         impl<$($n: Carry),*> Carry for ($($n,)*) {
