@@ -4,6 +4,7 @@ use super::common::{fill, LayerCore};
 use super::io::StepIo;
 use super::launch::{buf, compile_layer_kernel, go, preload};
 use super::plan::{Next, ReplayPlan};
+use super::split::{RecordsPart, SplitArgs, SplitVerify};
 use super::{DecodeLayer, Result};
 use half::bf16;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
@@ -62,8 +63,12 @@ pub struct Mamba2ReplayState {
     parity: Cell<usize>,
     /// Accepted drafts per row `[batch]`, written by the sampler before [`Self::commit`].
     pub accepted: DeviceBuffer<i32>,
+    /// A split verification's records' part of the outputs and the checkpoint's decays.
+    records_part: RecordsPart,
     step_k: CompiledKernel<mamba2_replay_step::Kernel>,
     verify_k: Option<CompiledKernel<mamba2_verify::Kernel>>,
+    /// A split verification's other launches (with [`ReplayPlan::verify_ckpt`]).
+    split: Option<SplitVerify>,
     /// The verification's pre-flush (with `verify_k`).
     fold_k: Option<CompiledKernel<mamba2_fold::Kernel>>,
     commit_k: CompiledKernel<mamba2_commit::Kernel>,
@@ -97,8 +102,13 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers)
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, SPLIT: plan.verify_ckpt.is_some())
             })
+            .transpose()?;
+        let split = plan
+            .verify_ckpt
+            .filter(|_| t > 0)
+            .map(|tiles| SplitVerify::new(stream, shape, tiles, (batch, t), (gated, plan.lp)))
             .transpose()?;
         let fold_k = (t > 0)
             .then(|| {
@@ -130,8 +140,10 @@ impl Mamba2ReplayState {
             ],
             parity: Cell::new(0),
             accepted: DeviceBuffer::zeros(stream, batch)?,
+            records_part: RecordsPart::new(stream, &shape, batch, t, split.is_some())?,
             step_k,
             verify_k,
+            split,
             fold_k,
             commit_k,
         })
@@ -198,11 +210,27 @@ impl Mamba2ReplayState {
             buf(&self.rec_x),
             buf(&self.rec_b),
             buf(&io.out),
+            buf(&self.records_part.part),
+            buf(&self.records_part.gamma),
             ArgValue::I32(self.core.batch as i32),
             ArgValue::I32(self.core.state_slots as i32),
             ArgValue::I32(n as i32),
         ]);
         a
+    }
+
+    fn split_args<'a>(&'a self, io: &'a StepIo, n: usize) -> SplitArgs<'a> {
+        SplitArgs {
+            queries: &io.c,
+            z: &io.z,
+            out: &io.out,
+            slot_idx: &self.core.slot_idx,
+            ckpt: &self.ckpt,
+            ckpt_lp: &self.ckpt_lp,
+            records: &self.records_part,
+            slots: self.core.state_slots,
+            drafts: n,
+        }
     }
 
     fn fold_args(&self) -> Vec<ArgValue<'_>> {
@@ -268,7 +296,11 @@ impl Mamba2ReplayState {
         }
         self.check_io(io, n)?;
         let grid = self.core.grid(self.plan.verify.hb, self.plan.verify.bv);
-        go(k, stream, grid, &self.verify_args(io, n))?;
+        let records = || go(k, stream, grid, &self.verify_args(io, n));
+        match &self.split {
+            Some(split) => split.run(stream, &self.split_args(io, n), records)?,
+            None => records()?,
+        }
         if let Some(f) = &self.fold_k {
             let grid = self.core.grid(self.plan.fold.hb, self.plan.fold.bv);
             go(f, stream, grid, &self.fold_args())?;
@@ -293,6 +325,9 @@ impl Mamba2ReplayState {
     pub fn prepare_verify(&self, io: &StepIo, n: usize) -> Result<()> {
         if let Some(k) = &self.verify_k {
             preload(k, &self.verify_args(io, n))?;
+        }
+        if let Some(split) = &self.split {
+            split.preload(&self.split_args(io, n))?;
         }
         if let Some(f) = &self.fold_k {
             preload(f, &self.fold_args())?;

@@ -15,6 +15,7 @@ use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::record_rows;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::verify::{draft_columns, mamba2_verify};
+use replay_kernels::ssm::kernels::verify_ckpt::mamba2_verify_ckpt;
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
@@ -314,6 +315,41 @@ fn window_of(values: &Values) -> (usize, Tiles) {
     (*values.get("L").expect("candidate L") as usize, tiles_of(values))
 }
 
+/// The candidates `windows × tiles`, the windows inner (the first window with the first tiles
+/// first).
+fn grid_values(windows: &[usize], tiles: &[Tiles]) -> Vec<Values> {
+    tiles
+        .iter()
+        .flat_map(|t| windows.iter().map(move |&l| window_values(l, t)))
+        .collect()
+}
+
+/// The checkpoint launch's tiles of a split verification candidate, after its window and
+/// records' tiles ([`window_values`]), under keys of their own.
+fn split_values(window: usize, records: &Tiles, ckpt: &Tiles) -> Values {
+    let mut v = window_values(window, records);
+    for (n, x) in [
+        ("BV", ckpt.bv as i64),
+        ("HB", ckpt.hb as i64),
+        ("num_warps", ckpt.num_warps as i64),
+        ("min_blocks", ckpt.min_blocks as i64),
+        ("PREFETCH", ckpt.prefetch as i64),
+        ("ASYNC", ckpt.async_copy as i64),
+    ] {
+        v.insert(format!("CKPT_{n}"), x);
+    }
+    v
+}
+
+/// The checkpoint launch's tiles of a candidate ([`split_values`]), if it splits.
+fn ckpt_of(values: &Values) -> Option<Tiles> {
+    let ckpt: Values = values
+        .iter()
+        .filter_map(|(n, x)| n.strip_prefix("CKPT_").map(|n| (n.to_string(), *x)))
+        .collect();
+    (!ckpt.is_empty()).then(|| tiles_of(&ckpt))
+}
+
 /// Tunes the window `L` and the tiles together over `windows × tiles` (the first window with
 /// the first tiles first: the choice when tuning is off): each candidate gets a runner from
 /// `build(stream, L, tiles)` (the previous candidate's is dropped first, freeing its buffers),
@@ -331,34 +367,56 @@ fn tune_window_scheme<R>(
     mut build: impl FnMut(&Stream, usize, Tiles) -> Result<R>,
     run: impl Fn(&R, &Stream) -> Result<()>,
 ) -> Result<WindowChoice> {
-    let candidates: Vec<Values> = tiles
-        .iter()
-        .flat_map(|t| windows.iter().map(move |&l| window_values(l, t)))
-        .collect();
+    let candidates = grid_values(windows, tiles);
+    let (chosen, source) = tune_values(
+        tuner,
+        name,
+        source,
+        &candidates,
+        sizes,
+        move |v| units(window_of(v).0),
+        |s, v| {
+            let (l, t) = window_of(v);
+            build(s, l, t)
+        },
+        run,
+    )?;
+    let (window, tiles) = window_of(&chosen);
+    Ok(WindowChoice { window, tiles, source })
+}
+
+/// Tunes over `candidates` (the first one first: the choice when tuning is off), each timed
+/// by `run` on a runner from `build(stream, values)` (the previous candidate's dropped first),
+/// `units(values)` per run; `sizes`, `source` and the candidates key the cache.
+#[allow(clippy::too_many_arguments)]
+fn tune_values<R>(
+    tuner: &mut Autotuner,
+    name: &str,
+    source: &str,
+    candidates: &[Values],
+    sizes: Vec<(&str, i64)>,
+    units: impl Fn(&Values) -> f64,
+    mut build: impl FnMut(&Stream, &Values) -> Result<R>,
+    run: impl Fn(&R, &Stream) -> Result<()>,
+) -> Result<(Values, TuneSource)> {
     let keyed_source = format!("{source}\n// candidates: {candidates:?}");
     let mut current: Option<(Values, R)> = None;
     let mut scheme = Scheme::new(name, &keyed_source, move |v, s: &Stream, _i| {
         if current.as_ref().map(|c| &c.0) != Some(v) {
             current = None;
-            let (l, t) = window_of(v);
-            current = Some((v.clone(), build(s, l, t)?));
+            current = Some((v.clone(), build(s, v)?));
         }
         run(&current.as_ref().expect("built").1, s)
     })
-    .units(move |v| units(window_of(v).0));
-    for v in &candidates {
+    .units(units);
+    for v in candidates {
         scheme = scheme.candidate(v.iter().map(|(n, x)| (n.as_str(), *x)));
     }
     for (n, v) in sizes {
         scheme = scheme.size(n, v);
     }
     let t = tuner.tune_scheme(scheme)?;
-    let (window, tiles) = window_of(&t.config);
-    Ok(WindowChoice {
-        window,
-        tiles,
-        source: t.source,
-    })
+    Ok((t.config, t.source))
 }
 
 /// The source that keys a window scheme's cache entry: the timed kernel's, then those of the
@@ -394,14 +452,63 @@ pub fn tune_verify_window(
         plan,
         accepted,
     };
-    cycles.tune(
+    let candidates = grid_values(windows, tiles);
+    let (v, source) = cycles.tune(
         tuner,
         "mamba2_verify_window",
         mamba2_verify::Kernel::SOURCE,
-        windows,
-        tiles,
-        |p, window, verify| ReplayPlan { window, verify, ..p },
-    )
+        &candidates,
+        |p, v| {
+            let (window, verify) = window_of(v);
+            ReplayPlan { window, verify, ..p }
+        },
+    )?;
+    let (window, tiles) = window_of(&v);
+    Ok(WindowChoice { window, tiles, source })
+}
+
+/// A split verification or the fused one, for the speculative `plan` (its window and fused
+/// verification tiles chosen): whole cycles of the fused tiles and of every pair of records'
+/// tiles (`records`, for the verification with `SPLIT`) and checkpoint tiles (`ckpt`, for
+/// `mamba2_verify_ckpt`, which runs concurrently with the records' launch); the plan with the
+/// least time per cycle.
+#[allow(clippy::too_many_arguments)]
+pub fn tune_verify_split(
+    tuner: &mut Autotuner,
+    shape: ModelShape,
+    params: &Mamba2Params,
+    batch: usize,
+    gated: bool,
+    plan: ReplayPlan,
+    accepted: usize,
+    (records, ckpt): (&[Tiles], &[Tiles]),
+) -> Result<(ReplayPlan, TuneSource)> {
+    let mut candidates = vec![window_values(plan.window, &plan.verify)];
+    for r in records {
+        candidates.extend(ckpt.iter().map(|c| split_values(plan.window, r, c)));
+    }
+    // The fold's tiles, which every cycle also runs, key the choice too.
+    let kernels = format!(
+        "{}{}\n// fold: {}",
+        mamba2_verify::Kernel::SOURCE,
+        mamba2_verify_ckpt::Kernel::SOURCE,
+        plan.fold.show()
+    );
+    let cycles = VerifyCycles {
+        shape,
+        params,
+        batch,
+        gated,
+        plan,
+        accepted,
+    };
+    let place = |p, v: &Values| ReplayPlan {
+        verify: tiles_of(v),
+        verify_ckpt: ckpt_of(v),
+        ..p
+    };
+    let (v, source) = cycles.tune(tuner, "mamba2_verify_split", &kernels, &candidates, place)?;
+    Ok((place(plan, &v), source))
 }
 
 /// The fold's tiles among `tiles` for the speculative `plan` (its window and verification
@@ -437,14 +544,13 @@ pub fn tune_fold_cycles(
         plan,
         accepted,
     };
-    cycles.tune(
-        tuner,
-        "mamba2_fold_cycles",
-        &kernels,
-        &[plan.window],
-        tiles,
-        |p, window, fold| ReplayPlan { window, fold, ..p },
-    )
+    let candidates = grid_values(&[plan.window], tiles);
+    let (v, source) = cycles.tune(tuner, "mamba2_fold_cycles", &kernels, &candidates, |p, v| {
+        let (window, fold) = window_of(v);
+        ReplayPlan { window, fold, ..p }
+    })?;
+    let (window, tiles) = window_of(&v);
+    Ok(WindowChoice { window, tiles, source })
 }
 
 /// Verification cycles of one speculative plan, the unit both of its whole-cycle tunings time.
@@ -458,18 +564,17 @@ struct VerifyCycles<'a> {
 }
 
 impl VerifyCycles<'_> {
-    /// The window and tiles among `windows × tiles` with the least time per cycle, each
-    /// candidate put into the plan by `place(plan, window, tiles)`; `kernels` (with the commit
-    /// and admit kernels') keys the cache under `name`.
+    /// The candidate with the least time per cycle, each put into the plan by
+    /// `place(plan, values)`; `kernels` (with the commit and admit kernels') keys the cache
+    /// under `name`.
     fn tune(
         &self,
         tuner: &mut Autotuner,
         name: &str,
         kernels: &str,
-        windows: &[usize],
-        tiles: &[Tiles],
-        place: fn(ReplayPlan, usize, Tiles) -> ReplayPlan,
-    ) -> Result<WindowChoice> {
+        candidates: &[Values],
+        place: impl Fn(ReplayPlan, &Values) -> ReplayPlan,
+    ) -> Result<(Values, TuneSource)> {
         let Self {
             shape,
             params,
@@ -484,15 +589,14 @@ impl VerifyCycles<'_> {
             ("accepted", accepted as i64),
             ("lp", plan.lp as i64),
         ]);
-        tune_window_scheme(
+        tune_values(
             tuner,
             name,
             &window_scheme_source(kernels),
-            windows,
-            tiles,
+            candidates,
             sizes,
-            |l| verify_run_cycles(l, plan.max_drafts, accepted) as f64,
-            |s, window, t| VerifyRunner::new(s, shape, params, batch, gated, place(plan, window, t), accepted),
+            move |v| verify_run_cycles(window_of(v).0, plan.max_drafts, accepted) as f64,
+            |s, v| VerifyRunner::new(s, shape, params, batch, gated, place(plan, v), accepted),
             VerifyRunner::run,
         )
     }
@@ -552,6 +656,7 @@ pub fn tune_window(
         max_drafts: 0,
         step: tiles,
         verify: tiles,
+        verify_ckpt: None,
         fold: tiles,
         lp,
     };

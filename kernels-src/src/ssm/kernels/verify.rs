@@ -1,5 +1,6 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
+use super::head_loop::{head_loop, HeadLoads, HeadRows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -41,92 +42,16 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
     sum(select(m, t, 0.0), 0)
 }
 
-/// A head's inputs besides its checkpoint rows: the records' x `[nr, BV]`, the drafts' x and
-/// z `[BV, tq]`.
-type HeadInputs = (Tile<bf16>, Tile<bf16>, Tile<bf16>);
-
-/// How the head loop loads a head's inputs besides its checkpoint rows (none where the mask is
-/// false), in two parts that it may issue at different times.
-struct HeadLoads<'a> {
-    /// The records' x `[nr, BV]`.
-    records: &'a dyn Fn(Tile<i32>, Tile<bool>) -> Tile<bf16>,
-    /// The drafts' x and z `[BV, tq]`.
-    drafts: &'a dyn Fn(Tile<i32>, Tile<bool>) -> (Tile<bf16>, Tile<bf16>),
-}
-
-impl HeadLoads<'_> {
-    /// Both parts of `head`'s inputs.
-    fn all(&self, head: Tile<i32>, m: Tile<bool>) -> HeadInputs {
-        let x_rec = (self.records)(head, m);
-        let (x_s, z_s) = (self.drafts)(head, m);
-        (x_rec, x_s, z_s)
-    }
-}
-
-/// One head's work, given its lane, its checkpoint rows times the queries (computed when asked)
-/// and its inputs.
-type PerHead<'a> = dyn Fn(Tile<i32>, &dyn Fn() -> Tile<f32>, HeadInputs) + 'a;
-
-/// Where the head loop reads each head's checkpoint rows (element type `T`: the f32
-/// checkpoint, or its f16 copy) and the queries it multiplies them with.
-struct HeadRows<'a, T: Float> {
-    /// The rows `[BV, DK]` of a head.
-    ptr: &'a dyn Fn(Tile<i32>) -> Tile<Ptr<T>>,
-    /// Which of them exist.
-    mask: Tile<bool>,
-    /// The queries `Qᵀ` `[DK, tq]` in `T` (exact: bf16 values).
-    q: Tile<T>,
-    /// With `ASYNC`, the two-stage shared buffer `[BV, DK]` the rows are copied into.
-    stages: Option<Shared<T>>,
-}
-
-/// The loop over the program's `hb` heads from `head0`: each head's inputs (`loads`) and
-/// checkpoint rows loaded, then `per_head` given its rows times the queries (computed when it
-/// asks, right before their use). With `ASYNC` the rows are double-buffered in shared memory
-/// (the next head's copied while this head computes, no registers held for them) and the next
-/// head's drafts' x and z are loaded into registers before this head's products (a few per
-/// thread; loaded in its own iteration, their latency stalled the gate of every head); with
-/// `PREFETCH` all of the next head's loads are issued before this head's products (two heads'
-/// tiles live: more registers).
-#[kernel_fn]
-fn head_loop<T: Float>(
-    head0: Tile<i32>,
-    hb: usize,
-    prefetch: bool,
-    rows: HeadRows<'_, T>,
-    loads: HeadLoads<'_>,
-    per_head: &PerHead<'_>,
-) {
-    let HeadRows { ptr, mask, q, stages } = rows;
-    if let Some(buf) = stages {
-        buf.copy_async(0, ptr(head0), mask);
-        let mut drafts = (loads.drafts)(head0, full([], true));
-        for hc in range(0, hb as i32) {
-            let next = hc + 1 < hb as i32;
-            buf.copy_async((hc + 1) & 1, ptr(head0 + hc + 1), mask & next);
-            let (x_s, z_s) = drafts;
-            drafts = (loads.drafts)(head0 + hc + 1, next);
-            let x_rec = (loads.records)(head0 + hc, full([], true));
-            let sq = || {
-                wait_async(1);
-                dot(buf.read(hc & 1), q)
-            };
-            per_head(hc, &sq, (x_rec, x_s, z_s));
+/// `y · silu(z)` with `z` (`y` without): `y · z / (1 + e^-z)`, the reciprocal as `rsqrt²` (no
+/// division).
+pub(super) fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
+    match z {
+        Some(z) => {
+            let zf = z.cast::<f32>();
+            let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
+            y * zf * (r * r)
         }
-    } else if prefetch {
-        let tiles = |head: Tile<i32>, m: Tile<bool>| (loads.all(head, m), load(ptr(head), mask & m));
-        let mut next = tiles(head0, full([], true));
-        for hc in range(0, hb as i32) {
-            let (head, st) = next;
-            next = tiles(head0 + hc + 1, hc + 1 < hb as i32);
-            per_head(hc, &|| dot(st, q), head);
-        }
-    } else {
-        for hc in range(0, hb as i32) {
-            let head = loads.all(head0 + hc, full([], true));
-            let st = load(ptr(head0 + hc), mask);
-            per_head(hc, &|| dot(st, q), head);
-        }
+        None => y,
     }
 }
 
@@ -170,6 +95,12 @@ fn head_loop<T: Float>(
 ///
 /// With `LP` (two state precisions) the checkpoint rows come from the f16 copy `ckpt_lp`.
 ///
+/// With `SPLIT` (a split verification, [`super::verify_ckpt`]) the launch reads no checkpoint
+/// rows: it writes the records' part of the outputs `y_part = Σ_i W_is (k_i·q_s) x_i + D x_s`
+/// (f32, no gate) and, by the programs with `vb = 0`, the checkpoint's decays
+/// `gamma = γ_{0:h+s}`; [`super::verify_ckpt::mamba2_verify_ckpt`] streams `S_ckpt Q`
+/// concurrently and [`super::verify_ckpt::mamba2_verify_combine`] forms the outputs.
+///
 /// With `TIERS` (a tuning axis) a row whose records fit half the record rows (`h + tq ≤ nr/2`)
 /// takes a tile of that many: the records' work (keys, `Kᵀ Q`, weights, their product) follows
 /// the window's fill rather than its capacity, for twice the code (H200, a T=8 cycle at
@@ -197,6 +128,8 @@ pub fn mamba2_verify(
     #[extent(slots * (L + T) * HEADS * DV)] rec_x: Ptr<bf16>,
     #[extent(slots * (L + T) * GROUPS * DK)] rec_b: Ptr<bf16>,
     #[extent(batch * n_drafts * HEADS * DV)] out: Ptr<bf16>,
+    #[extent(batch * n_drafts * HEADS * DV * SPLIT)] y_part: Ptr<f32>,
+    #[extent(batch * n_drafts * HEADS * SPLIT)] gamma: Ptr<f32>,
     batch: i32,
     slots: i32,
     n_drafts: i32,
@@ -214,6 +147,7 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] ASYNC: bool,
     #[constexpr(default = false)] LP: bool,
     #[constexpr(default = false)] TIERS: bool,
+    #[constexpr(default = false)] SPLIT: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -235,8 +169,8 @@ pub fn mamba2_verify(
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
         // The two-stage buffer of ASYNC's checkpoint rows, declared once for both tiers.
-        let stages_f32 = (ASYNC && !LP).then(|| shared::<f32>(2, &[BV, DK]));
-        let stages_f16 = (ASYNC && LP).then(|| shared::<f16>(2, &[BV, DK]));
+        let stages_f32 = (ASYNC && !LP && !SPLIT).then(|| shared::<f32>(2, &[BV, DK]));
+        let stages_f16 = (ASYNC && LP && !SPLIT).then(|| shared::<f16>(2, &[BV, DK]));
         // The verification over `nr` record rows (the drafts' and the committed ones).
         let verify_rows = |nr: usize| {
             let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
@@ -294,9 +228,10 @@ pub fn mamba2_verify(
             let sptr_of = |head: Tile<i32>| state + soff_of(head);
             let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
             // A head's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
-            // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z: the
-            // drafts' x again, unused, without HAS_Z); `head_loop` issues them before the head's
-            // products (the drafts' a head ahead with ASYNC).
+            // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z only
+            // with HAS_Z and not SPLIT: the split's gate is the checkpoint kernel's);
+            // `head_loop` issues them before the head's products (the drafts' a head ahead with
+            // ASYNC).
             let records_x = |head: Tile<i32>, m: Tile<bool>| {
                 let vmr = vmask.expand_dims(0) & m;
                 let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
@@ -305,12 +240,12 @@ pub fn mamba2_verify(
             let drafts_xz = |head: Tile<i32>, m: Tile<bool>| {
                 let xo = xoff(head, tok_s);
                 let x_s = load(x + xo, vm & m);
-                let z_s = if HAS_Z { load(z + xo, vm & m) } else { x_s };
+                let z_s = (HAS_Z && !SPLIT).then(|| load(z + xo, vm & m));
                 (x_s, z_s)
             };
             let loads = || HeadLoads {
-                records: &records_x,
-                drafts: &drafts_xz,
+                own: &records_x,
+                ahead: &drafts_xz,
             };
             // The per-head vectors of all HB heads at once, before the head loop, with the head
             // axis first (HB rounded up to a power of two, the extra lanes masked off).
@@ -379,7 +314,10 @@ pub fn mamba2_verify(
 
             // One head's outputs and records, from its tiles (`sq` gives the checkpoint rows times
             // the queries, called right before their use); `hc` is its head lane.
-            let per_head = |hc: Tile<i32>, sq: &dyn Fn() -> Tile<f32>, (x_rec, x_s, z_s): HeadInputs| {
+            let per_head = |hc: Tile<i32>,
+                            sq: Option<&dyn Fn() -> Tile<f32>>,
+                            x_rec: Tile<bf16>,
+                            (x_s, z_s): (Tile<bf16>, Option<Tile<bf16>>)| {
                 let head = head0 + hc;
                 let lane = hh == hc;
                 let wt_h = match wt {
@@ -394,26 +332,39 @@ pub fn mamba2_verify(
 
                 // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
                 let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-                let mut y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
-                if HAS_Z {
-                    // y · silu(z) = y · z / (1 + e^-z), the reciprocal as rsqrt² (no division).
-                    let zf = z_s.cast::<f32>();
-                    let r = rsqrt(1.0 + exp2(zf * -std::f32::consts::LOG2_E));
-                    y = y * zf * (r * r);
+                let omask = || vm & live.expand_dims(0);
+                match sq {
+                    // SPLIT: the records' part, the checkpoint kernel adds its own.
+                    None => store(y_part + xo, dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>(), omask()),
+                    Some(sq) => {
+                        // The records' product accumulates onto the checkpoint's.
+                        let y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
+                        let y = gated(y, z_s);
+                        let m = omask();
+                        store(out + xo, y.cast::<bf16>(), m);
+                    }
                 }
-                let omask = vm & live.expand_dims(0);
-                store(out + xo, y.cast::<bf16>(), omask);
                 // Append the drafts' x at ring positions start + h + s.
-                store(ring_x + xoff(head, pos_d), x_s, omask);
+                store(ring_x + xoff(head, pos_d), x_s, omask());
             };
-            if LP {
+            if SPLIT {
+                // The checkpoint kernel's decays, γ_{0:h+s} of the live drafts [HB, tq] (by the
+                // programs with vb = 0).
+                let gm = hm & (live & first).expand_dims(0);
+                store(
+                    gamma + heads.expand_dims(1) + ((tok0 + s) * HEADS).expand_dims(0),
+                    gam,
+                    gm,
+                );
+                head_loop::<f32, _, _>(head0, HB, PREFETCH, None, loads(), &per_head);
+            } else if LP {
                 let rows = HeadRows {
                     ptr: &lp_of,
                     mask: vm,
                     q: q_lp,
                     stages: stages_f16,
                 };
-                head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
+                head_loop(head0, HB, PREFETCH, Some(rows), loads(), &per_head);
             } else {
                 let rows = HeadRows {
                     ptr: &sptr_of,
@@ -421,7 +372,7 @@ pub fn mamba2_verify(
                     q: q_t,
                     stages: stages_f32,
                 };
-                head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
+                head_loop(head0, HB, PREFETCH, Some(rows), loads(), &per_head);
             }
         };
         // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
