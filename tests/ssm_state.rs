@@ -642,8 +642,8 @@ fn tuner_in(
 #[test]
 fn replay_tuning_problems_run_on_the_interpreter() {
     use replay::ssm::tuning::{
-        replay_shortlist, tune_fold_cycles, tune_fold_tiles, tune_replay_tiles, tune_verify_ckpt_tiles,
-        tune_verify_split, tune_verify_window, tune_window, window_run_steps, with_head_blocks, TILE_SHORTLIST,
+        replay_shortlist, tune_fold_tiles, tune_replay_tiles, tune_verify_ckpt_tiles, tune_window, window_run_steps,
+        with_head_blocks, VerifyCycles, TILE_SHORTLIST,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -674,7 +674,16 @@ fn replay_tuning_problems_run_on_the_interpreter() {
         fold: c.tiles,
         lp: false,
     };
-    let v = tune_verify_window(&mut tuner, TUNE, &p, 2, true, plan, 1, &short.tiles[..2], &[3, 4]).unwrap();
+    let cycles = VerifyCycles {
+        shape: TUNE,
+        params: &p,
+        batch: 2,
+        gated: true,
+        accepted: 1,
+    };
+    let v = cycles
+        .tune_window(&mut tuner, plan, &short.tiles[..2], &[3, 4])
+        .unwrap();
     assert_eq!(v.source, TuneSource::Tuned);
     assert!([3, 4].contains(&v.window));
     assert!(short.tiles[..2].contains(&v.tiles));
@@ -697,7 +706,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
         verify: v.tiles,
         ..plan
     };
-    let fc = tune_fold_cycles(&mut tuner, TUNE, &p, 2, true, plan, 1, &fold_tiles).unwrap();
+    let fc = cycles.tune_fold(&mut tuner, plan, &fold_tiles).unwrap();
     assert_eq!((fc.source, fc.window), (TuneSource::Tuned, v.window));
     assert!(fold_tiles.contains(&fc.tiles), "{:?}", fc.tiles);
     // Fused or split: the checkpoint launch's shortlist (single launches), then whole cycles
@@ -706,7 +715,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     assert_eq!(ck.source, TuneSource::Tuned);
     assert!(ck.points > ck.tiles.len() && ck.tiles.len() == TILE_SHORTLIST, "{ck:?}");
     let pairs = (&short.tiles[..2], &ck.tiles[..2]);
-    let (chosen, source) = tune_verify_split(&mut tuner, TUNE, &p, 2, true, plan, 1, pairs).unwrap();
+    let (chosen, source) = cycles.tune_split(&mut tuner, plan, pairs).unwrap();
     assert_eq!(source, TuneSource::Tuned);
     match chosen.verify_ckpt {
         None => assert_eq!(chosen.verify, plan.verify),

@@ -44,6 +44,16 @@ fn ring_fills() -> Vec<(&'static str, Fill)> {
     vec![("rec_dt", Fill::Uniform(0.01, 0.7))]
 }
 
+/// The tile axes of the kernels that tile heads (the verification's, the fold): `BV`, `HB`,
+/// warps and the occupancy hints.
+fn head_block_axes<C: replay_dsl::ConfigValues + 'static>(space: SearchSpace<C>, shape: &ModelShape) -> SearchSpace<C> {
+    space
+        .axis("BV", bv_values_replay(shape))
+        .axis("HB", verify_hb_values(shape))
+        .axis("num_warps", [4, 8])
+        .occupancy_hints()
+}
+
 /// The [`Shortlist`] of tiles of the conventional kernel (`BV × num_warps × min_blocks`), as
 /// many as the replay step's at `batch` ([`replay_shortlist`]).
 pub fn tune_conventional(tuner: &mut Autotuner, shape: &ModelShape, batch: usize, gated: bool) -> Result<Shortlist> {
@@ -169,11 +179,8 @@ pub fn tune_verify_tiles(
     let space = fixed_axes(SearchSpace::<C>::new(), shape, gated)
         .axis("L", [window as i64])
         .axis("T", [drafts as i64])
-        .axis("LP", [lp as i64])
-        .axis("BV", bv_values_replay(shape))
-        .axis("HB", verify_hb_values(shape))
-        .axis("num_warps", [4, 8])
-        .occupancy_hints()
+        .axis("LP", [lp as i64]);
+    let space = head_block_axes(space, shape)
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .axis("ASYNC", [0, 1])
@@ -220,13 +227,8 @@ pub fn tune_verify_ckpt_tiles(
     type C = <mamba2_verify_ckpt::Kernel as KernelDef>::Config;
     let space = shape_axes(SearchSpace::<C>::new(), shape)
         .axis("T", [drafts as i64])
-        .axis("LP", [lp as i64])
-        .axis("BV", bv_values_replay(shape))
-        .axis("HB", verify_hb_values(shape))
-        .axis("num_warps", [4, 8])
-        .occupancy_hints()
-        .axis("ASYNC", [0, 1])
-        .register_limit();
+        .axis("LP", [lp as i64]);
+    let space = head_block_axes(space, shape).axis("ASYNC", [0, 1]).register_limit();
     let grid_shape = *shape;
     let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
@@ -248,7 +250,7 @@ pub fn tune_verify_ckpt_tiles(
 /// length folding the `h` records of the flushing verification, `h + T > L`; the others idle):
 /// an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a flushing one
 /// ~0.93 ms. Its tiles do not change the verification's; whole cycles choose among them
-/// ([`super::tune_fold_cycles`]).
+/// ([`super::VerifyCycles::tune_fold`]).
 pub fn tune_fold_tiles(
     tuner: &mut Autotuner,
     shape: &ModelShape,
@@ -260,11 +262,8 @@ pub fn tune_fold_tiles(
     type C = <mamba2_fold::Kernel as KernelDef>::Config;
     let space = shape_axes(SearchSpace::<C>::new(), shape)
         .axis("L", [window as i64])
-        .axis("T", [drafts as i64])
-        .axis("BV", bv_values_replay(shape))
-        .axis("HB", verify_hb_values(shape))
-        .axis("num_warps", [4, 8])
-        .occupancy_hints()
+        .axis("T", [drafts as i64]);
+    let space = head_block_axes(space, shape)
         .axis("FC", [16, 32, 64, 128])
         .register_limit();
     let cycle = verify_states(window, drafts, accepted);

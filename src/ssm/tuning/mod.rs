@@ -23,9 +23,9 @@ mod windows;
 pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_ckpt_tiles, tune_verify_tiles};
 pub use space::{replay_shortlist, with_flush_variants, with_head_blocks, Shortlist, TILE_SHORTLIST};
 pub use windows::{
-    accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_fold_cycles,
-    tune_verify_split, tune_verify_window, tune_window, verify_run_cycles, window_candidates, window_run_steps,
-    ConventionalRunner, VerifyRunner, WindowChoice, WindowRunner, CONVENTIONAL_RUN_STEPS, VERIFY_CYCLES,
+    accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_window, verify_run_cycles,
+    window_candidates, window_run_steps, ConventionalRunner, VerifyCycles, VerifyRunner, WindowChoice, WindowRunner,
+    CONVENTIONAL_RUN_STEPS, VERIFY_CYCLES,
 };
 
 use super::state::{ConventionalPlan, ReplayPlan, Tiles};
@@ -270,7 +270,14 @@ impl TuneJob<'_> {
             // The window and tiles of the fused verification first; the split after.
             verify.verify_ckpt = None;
             let tiles = with_start(short.tiles, verify.verify, lp);
-            let c = tune_verify_window(tuner, shape, params, batch, gated, verify, accepted, &tiles, cands_v)?;
+            let cycles = VerifyCycles {
+                shape,
+                params,
+                batch,
+                gated,
+                accepted,
+            };
+            let c = cycles.tune_window(tuner, verify, &tiles, cands_v)?;
             verify.window = c.window;
             verify.verify = c.tiles;
             let (value, source, n) = joint_note(&c, l_star_v, cands_v, tiles.len());
@@ -286,8 +293,7 @@ impl TuneJob<'_> {
             );
             let records = split_records(verify.verify, &tiles);
             let ckpt = &ckpt.tiles[..ckpt.tiles.len().min(SPLIT_PAIRS)];
-            let (split, source) =
-                tune_verify_split(tuner, shape, params, batch, gated, verify, accepted, (&records, ckpt))?;
+            let (split, source) = cycles.tune_split(tuner, verify, (&records, ckpt))?;
             verify.verify = split.verify;
             verify.verify_ckpt = split.verify_ckpt;
             let value = match split.verify_ckpt {
@@ -306,7 +312,7 @@ impl TuneJob<'_> {
                 let short = tune_fold_tiles(tuner, &shape, batch, verify.window, drafts, accepted)?;
                 note("fold tile shortlist", short.show(), short.source, short.points);
                 let tiles = with_head_blocks(&short.tiles, &shape);
-                let c = tune_fold_cycles(tuner, shape, params, batch, gated, verify, accepted, &tiles)?;
+                let c = cycles.tune_fold(tuner, verify, &tiles)?;
                 verify.fold = c.tiles;
                 note("fold tiles", c.tiles.show(), c.source, tiles.len());
             }

@@ -220,7 +220,7 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
 
 /// Tile candidates a kernel-level tuning passes on to the whole-window timing, which chooses
 /// among them jointly with the window `L` ([`super::tune_window`],
-/// [`super::tune_verify_window`]): a single launch times the counter states its rows hold —
+/// [`super::VerifyCycles::tune_window`]): a single launch times the counter states its rows hold —
 /// at small batches not every state of a window, flushes included — and near-equal
 /// candidates swap places from run to run, so its ranking only shortlists.
 pub const TILE_SHORTLIST: usize = 4;

@@ -328,15 +328,10 @@ fn grid_values(windows: &[usize], tiles: &[Tiles]) -> Vec<Values> {
 /// records' tiles ([`window_values`]), under keys of their own.
 fn split_values(window: usize, records: &Tiles, ckpt: &Tiles) -> Values {
     let mut v = window_values(window, records);
-    for (n, x) in [
-        ("BV", ckpt.bv as i64),
-        ("HB", ckpt.hb as i64),
-        ("num_warps", ckpt.num_warps as i64),
-        ("min_blocks", ckpt.min_blocks as i64),
-        ("PREFETCH", ckpt.prefetch as i64),
-        ("ASYNC", ckpt.async_copy as i64),
-    ] {
-        v.insert(format!("CKPT_{n}"), x);
+    for (n, x) in window_values(window, ckpt) {
+        if n != "L" {
+            v.insert(format!("CKPT_{n}"), x);
+        }
     }
     v
 }
@@ -429,147 +424,103 @@ fn window_scheme_source(kernel: &str) -> String {
     )
 }
 
-/// The window `L` of the speculative plan among `windows` and its verification tiles among
-/// `tiles`, chosen together: the least time per verification cycle (verify + commit, flushes
-/// included) with `plan.max_drafts` drafts and `accepted` accepted per cycle.
-#[allow(clippy::too_many_arguments)]
-pub fn tune_verify_window(
-    tuner: &mut Autotuner,
-    shape: ModelShape,
-    params: &Mamba2Params,
-    batch: usize,
-    gated: bool,
-    plan: ReplayPlan,
-    accepted: usize,
-    tiles: &[Tiles],
-    windows: &[usize],
-) -> Result<WindowChoice> {
-    let cycles = VerifyCycles {
-        shape,
-        params,
-        batch,
-        gated,
-        plan,
-        accepted,
-    };
-    let candidates = grid_values(windows, tiles);
-    let (v, source) = cycles.tune(
-        tuner,
-        "mamba2_verify_window",
-        mamba2_verify::Kernel::SOURCE,
-        &candidates,
-        |p, v| {
-            let (window, verify) = window_of(v);
-            ReplayPlan { window, verify, ..p }
-        },
-    )?;
-    let (window, tiles) = window_of(&v);
-    Ok(WindowChoice { window, tiles, source })
-}
-
-/// A split verification or the fused one, for the speculative `plan` (its window and fused
-/// verification tiles chosen): whole cycles of the fused tiles and of every pair of records'
-/// tiles (`records`, for the verification with `SPLIT`) and checkpoint tiles (`ckpt`, for
-/// `mamba2_verify_ckpt`, which runs concurrently with the records' launch); the plan with the
-/// least time per cycle.
-#[allow(clippy::too_many_arguments)]
-pub fn tune_verify_split(
-    tuner: &mut Autotuner,
-    shape: ModelShape,
-    params: &Mamba2Params,
-    batch: usize,
-    gated: bool,
-    plan: ReplayPlan,
-    accepted: usize,
-    (records, ckpt): (&[Tiles], &[Tiles]),
-) -> Result<(ReplayPlan, TuneSource)> {
-    let mut candidates = vec![window_values(plan.window, &plan.verify)];
-    for r in records {
-        candidates.extend(ckpt.iter().map(|c| split_values(plan.window, r, c)));
-    }
-    // The fold's tiles, which every cycle also runs, key the choice too.
-    let kernels = format!(
-        "{}{}\n// fold: {}",
-        mamba2_verify::Kernel::SOURCE,
-        mamba2_verify_ckpt::Kernel::SOURCE,
-        plan.fold.show()
-    );
-    let cycles = VerifyCycles {
-        shape,
-        params,
-        batch,
-        gated,
-        plan,
-        accepted,
-    };
-    let place = |p, v: &Values| ReplayPlan {
-        verify: tiles_of(v),
-        verify_ckpt: ckpt_of(v),
-        ..p
-    };
-    let (v, source) = cycles.tune(tuner, "mamba2_verify_split", &kernels, &candidates, place)?;
-    Ok((place(plan, &v), source))
-}
-
-/// The fold's tiles among `tiles` for the speculative `plan` (its window and verification
-/// tiles chosen), by the time per verification cycle as [`tune_verify_window`] times it. The
-/// kernel-level ranking ([`super::tune_fold_tiles`]) times one launch whose rows are spread over
-/// a cycle's states; rows admitted together fold together instead, and then the idle launches
-/// between folds cost per program (H200, Nano B = 256, `bench/NOTES.md` session 22: 22 µs
-/// with 4 heads per program, 10 µs with 12; the fold itself 874 and 854 µs; the cycle
-/// 0.574–0.578 → 0.558–0.570 ms).
-#[allow(clippy::too_many_arguments)]
-pub fn tune_fold_cycles(
-    tuner: &mut Autotuner,
-    shape: ModelShape,
-    params: &Mamba2Params,
-    batch: usize,
-    gated: bool,
-    plan: ReplayPlan,
-    accepted: usize,
-    tiles: &[Tiles],
-) -> Result<WindowChoice> {
-    // The cycles' verification tiles key the choice too (with the kernels' sources).
-    let kernels = format!(
-        "{}{}\n// verification: {}",
-        mamba2_fold::Kernel::SOURCE,
-        mamba2_verify::Kernel::SOURCE,
-        plan.verify.show()
-    );
-    let cycles = VerifyCycles {
-        shape,
-        params,
-        batch,
-        gated,
-        plan,
-        accepted,
-    };
-    let candidates = grid_values(&[plan.window], tiles);
-    let (v, source) = cycles.tune(tuner, "mamba2_fold_cycles", &kernels, &candidates, |p, v| {
-        let (window, fold) = window_of(v);
-        ReplayPlan { window, fold, ..p }
-    })?;
-    let (window, tiles) = window_of(&v);
-    Ok(WindowChoice { window, tiles, source })
-}
-
-/// Verification cycles of one speculative plan, the unit both of its whole-cycle tunings time.
-struct VerifyCycles<'a> {
-    shape: ModelShape,
-    params: &'a Mamba2Params,
-    batch: usize,
-    gated: bool,
-    plan: ReplayPlan,
-    accepted: usize,
+/// Whole verification cycles (verify `T` drafts, the fold, commit; [`VerifyRunner`]) of one
+/// model shape and batch with `accepted` drafts accepted per cycle: the unit by which the
+/// speculative plan's window and verification tiles, its split and its fold's tiles are chosen.
+pub struct VerifyCycles<'a> {
+    /// The model shape.
+    pub shape: ModelShape,
+    /// Its parameters.
+    pub params: &'a Mamba2Params,
+    /// Rows.
+    pub batch: usize,
+    /// With `z`.
+    pub gated: bool,
+    /// Drafts accepted per cycle.
+    pub accepted: usize,
 }
 
 impl VerifyCycles<'_> {
-    /// The candidate with the least time per cycle, each put into the plan by
+    /// The window `L` of `plan` among `windows` and its verification tiles among `tiles`,
+    /// chosen together: the least time per cycle with `plan.max_drafts` drafts.
+    pub fn tune_window(
+        &self,
+        tuner: &mut Autotuner,
+        plan: ReplayPlan,
+        tiles: &[Tiles],
+        windows: &[usize],
+    ) -> Result<WindowChoice> {
+        let candidates = grid_values(windows, tiles);
+        let source = mamba2_verify::Kernel::SOURCE;
+        let (v, source) = self.tune(tuner, plan, "mamba2_verify_window", source, &candidates, |p, v| {
+            let (window, verify) = window_of(v);
+            ReplayPlan { window, verify, ..p }
+        })?;
+        let (window, tiles) = window_of(&v);
+        Ok(WindowChoice { window, tiles, source })
+    }
+
+    /// A split verification or the fused one for `plan` (its window and fused verification
+    /// tiles chosen): cycles of the fused tiles and of every pair of records' tiles (`records`,
+    /// for the verification with `SPLIT`) and checkpoint tiles (`ckpt`, for
+    /// `mamba2_verify_ckpt`, which runs concurrently with the records' launch); the plan with
+    /// the least time per cycle.
+    pub fn tune_split(
+        &self,
+        tuner: &mut Autotuner,
+        plan: ReplayPlan,
+        (records, ckpt): (&[Tiles], &[Tiles]),
+    ) -> Result<(ReplayPlan, TuneSource)> {
+        let mut candidates = vec![window_values(plan.window, &plan.verify)];
+        for r in records {
+            candidates.extend(ckpt.iter().map(|c| split_values(plan.window, r, c)));
+        }
+        // The fold's tiles, which every cycle also runs, key the choice too.
+        let kernels = format!(
+            "{}{}\n// fold: {}",
+            mamba2_verify::Kernel::SOURCE,
+            mamba2_verify_ckpt::Kernel::SOURCE,
+            plan.fold.show()
+        );
+        let place = |p, v: &Values| ReplayPlan {
+            verify: tiles_of(v),
+            verify_ckpt: ckpt_of(v),
+            ..p
+        };
+        let (v, source) = self.tune(tuner, plan, "mamba2_verify_split", &kernels, &candidates, place)?;
+        Ok((place(plan, &v), source))
+    }
+
+    /// The fold's tiles of `plan` (its window and verification chosen) among `tiles`. The
+    /// kernel-level ranking ([`super::tune_fold_tiles`]) times one launch whose rows are spread
+    /// over a cycle's states; rows admitted together fold together instead, and then the idle
+    /// launches between folds cost per program (H200, Nano B = 256, `bench/NOTES.md` session
+    /// 22: 22 µs with 4 heads per program, 10 µs with 12; the fold itself 874 and 854 µs; the
+    /// cycle 0.574–0.578 → 0.558–0.570 ms).
+    pub fn tune_fold(&self, tuner: &mut Autotuner, plan: ReplayPlan, tiles: &[Tiles]) -> Result<WindowChoice> {
+        // The cycles' verification tiles key the choice too (with the kernels' sources).
+        let kernels = format!(
+            "{}{}\n// verification: {}",
+            mamba2_fold::Kernel::SOURCE,
+            mamba2_verify::Kernel::SOURCE,
+            plan.verify.show()
+        );
+        let candidates = grid_values(&[plan.window], tiles);
+        let (v, source) = self.tune(tuner, plan, "mamba2_fold_cycles", &kernels, &candidates, |p, v| {
+            let (window, fold) = window_of(v);
+            ReplayPlan { window, fold, ..p }
+        })?;
+        let (window, tiles) = window_of(&v);
+        Ok(WindowChoice { window, tiles, source })
+    }
+
+    /// The candidate with the least time per cycle, each put into `plan` by
     /// `place(plan, values)`; `kernels` (with the commit and admit kernels') keys the cache
     /// under `name`.
     fn tune(
         &self,
         tuner: &mut Autotuner,
+        plan: ReplayPlan,
         name: &str,
         kernels: &str,
         candidates: &[Values],
@@ -580,7 +531,6 @@ impl VerifyCycles<'_> {
             params,
             batch,
             gated,
-            plan,
             accepted,
         } = *self;
         let mut sizes = shape_sizes(&shape, batch, gated);
