@@ -25,7 +25,9 @@ use std::cell::Cell;
 ///   launch advances the counters (`h ← h + 1` or `0`, the next flags) — not in place, since
 ///   every program of the launch reads them, but into the second of two counter buffers.
 /// - [`Mamba2ReplayState::verify`]: output-only verification of `n ≤ T` drafts per row (with the
-///   pre-flush when `h + n > L`); [`Mamba2ReplayState::commit`] then advances `h` by the accepted
+///   pre-flush when `h + n > L`; with [`ReplayPlan::verify_ckpt`] the records' part and the
+///   checkpoint's product as two concurrent launches on two streams, then a combine);
+///   [`Mamba2ReplayState::commit`] then advances `h` by the accepted
 ///   counts, read from device memory ([`Mamba2ReplayState::accepted`]), in place in the current
 ///   counter buffer (`mamba2_commit`, a launch after the sampler).
 /// - With [`ReplayPlan::lp`] (two state precisions) every checkpoint also has an f16 copy,
