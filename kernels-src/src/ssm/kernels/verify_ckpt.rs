@@ -1,7 +1,7 @@
 //! The other two launches of a split verification: the checkpoint's product `S_ckpt Q`
 //! streamed (concurrently with the records' launch), then the outputs combined.
 
-use super::head_loop::{head_loop, HeadLoads, HeadRows};
+use super::head_loop::{group_queries, head_loop, HeadLoads, HeadRows};
 use super::verify::{draft_columns, gated};
 use replay_dsl::prelude::*;
 
@@ -56,10 +56,7 @@ pub fn mamba2_verify_ckpt(
         let live = s < n;
         let tok_s = row * n + minimum(n - 1, s);
         let kk = arange(DK);
-        let q_bf = load(
-            cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + kk.expand_dims(1),
-            true,
-        );
+        let q_bf = group_queries(cmat, tok_s, g, (GROUPS, DK), kk);
         let v = program_id(0) * BV + arange(BV);
         let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
         let vm = vmask.expand_dims(1);
