@@ -333,8 +333,7 @@ fn conventional_decode_same_interface() {
 /// accepted counts per row; every output equals the recurrence on the accepted history, and
 /// the counters follow the host model after every launch. Row 2 joins at iteration 3; row 1
 /// leaves at `iters / 2` and a new sequence takes its row (and slot) two iterations later.
-/// `(lp, tiers, split)`: two state precisions; the verification's record tiers; a split
-/// verification (the records' launch, the checkpoint's on a second stream, the combine).
+/// `(lp, tiers)`: two state precisions; the verification's record tiers.
 fn speculative(
     shape: ModelShape,
     l: usize,
@@ -342,7 +341,7 @@ fn speculative(
     gated: bool,
     iters: usize,
     seed: u64,
-    (lp, tiers, split): (bool, bool, bool),
+    (lp, tiers): (bool, bool),
 ) {
     let (_d, s) = device();
     let mut rng = Rng(seed);
@@ -354,12 +353,6 @@ fn speculative(
             record_tiers: tiers,
             ..default.verify
         },
-        verify_ckpt: split.then_some(Tiles {
-            bv: 4,
-            hb: 1,
-            async_copy: true,
-            ..default.verify
-        }),
         ..default
     };
     let batch = 3;
@@ -503,23 +496,17 @@ fn speculative(
 
 #[test]
 fn speculative_random_drafts_and_acceptance() {
-    speculative(CPU_TEST, 6, 4, true, 18, 21, (false, false, false));
+    speculative(CPU_TEST, 6, 4, true, 18, 21, (false, false));
 }
 
 #[test]
 fn speculative_two_precisions() {
-    speculative(CPU_TEST, 6, 4, true, 18, 24, (true, false, false));
+    speculative(CPU_TEST, 6, 4, true, 18, 24, (true, false));
 }
 
 #[test]
 fn speculative_ungated_t_equals_l() {
-    speculative(CPU_TEST, 3, 3, false, 12, 22, (false, false, false));
-}
-
-#[test]
-fn speculative_split_verification() {
-    speculative(CPU_TEST, 6, 4, true, 18, 27, (false, true, true));
-    speculative(CPU_TEST, 5, 3, false, 18, 28, (true, false, true));
+    speculative(CPU_TEST, 3, 3, false, 12, 22, (false, false));
 }
 
 #[test]
@@ -554,14 +541,13 @@ fn replay_decode_model_shapes() {
 }
 
 /// Speculative verification at both benchmark models' shapes (default plans, `T = 8`; Super
-/// with record tiers, Nano with two state precisions and a split verification): random draft
-/// and accepted counts mixed with decode steps, against the recurrence on the accepted tokens
-/// only.
+/// with record tiers, Nano with two state precisions): random draft and accepted counts mixed
+/// with decode steps, against the recurrence on the accepted tokens only.
 #[test]
 fn speculative_model_shapes() {
     if model_shapes_run() {
-        speculative(NEMOTRON3_SUPER_120B, 16, 8, true, 24, 53, (false, true, false));
-        speculative(NEMOTRON3_NANO_4B, 16, 8, true, 24, 54, (true, false, true));
+        speculative(NEMOTRON3_SUPER_120B, 16, 8, true, 24, 53, (false, true));
+        speculative(NEMOTRON3_NANO_4B, 16, 8, true, 24, 54, (true, false));
     }
 }
 
@@ -642,8 +628,8 @@ fn tuner_in(
 #[test]
 fn replay_tuning_problems_run_on_the_interpreter() {
     use replay::ssm::tuning::{
-        replay_shortlist, tune_fold_tiles, tune_replay_tiles, tune_verify_ckpt_tiles, tune_window, window_run_steps,
-        with_head_blocks, VerifyCycles, TILE_SHORTLIST,
+        replay_shortlist, tune_fold_tiles, tune_replay_tiles, tune_window, window_run_steps, with_head_blocks,
+        VerifyCycles, TILE_SHORTLIST,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -670,7 +656,6 @@ fn replay_tuning_problems_run_on_the_interpreter() {
         max_drafts: 2,
         step: c.tiles,
         verify: c.tiles,
-        verify_ckpt: None,
         fold: c.tiles,
         lp: false,
     };
@@ -709,22 +694,6 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     let fc = cycles.tune_fold(&mut tuner, plan, &fold_tiles).unwrap();
     assert_eq!((fc.source, fc.window), (TuneSource::Tuned, v.window));
     assert!(fold_tiles.contains(&fc.tiles), "{:?}", fc.tiles);
-    // Fused or split: the checkpoint launch's shortlist (single launches), then whole cycles
-    // of the fused tiles and of every records × checkpoint pair (each one built and run).
-    let ck = tune_verify_ckpt_tiles(&mut tuner, &TUNE, 2, 2, false).unwrap();
-    assert_eq!(ck.source, TuneSource::Tuned);
-    assert!(ck.points > ck.tiles.len() && ck.tiles.len() == TILE_SHORTLIST, "{ck:?}");
-    let pairs = (&short.tiles[..2], &ck.tiles[..2]);
-    let (chosen, source) = cycles.tune_split(&mut tuner, plan, pairs).unwrap();
-    assert_eq!(source, TuneSource::Tuned);
-    match chosen.verify_ckpt {
-        None => assert_eq!(chosen.verify, plan.verify),
-        Some(c) => assert!(pairs.0.contains(&chosen.verify) && pairs.1.contains(&c), "{chosen:?}"),
-    }
-    assert_eq!(
-        (chosen.window, chosen.fold, chosen.step),
-        (plan.window, plan.fold, plan.step)
-    );
     // From the cache: the same candidates reuse the choice, other tiles are tuned.
     let mut cached = tuner_in(&d, &dir, TuneMode::Cached);
     let again = tune_window(&mut cached, TUNE, &p, 2, true, &short.tiles, &[3, 4], false).unwrap();
@@ -761,8 +730,8 @@ fn replay_tuning_problems_run_on_the_interpreter() {
 #[test]
 fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     use replay::ssm::tuning::{
-        accepted_drafts, plans, tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_ckpt_tiles,
-        tune_verify_tiles, window_candidates, with_flush_variants, with_head_blocks,
+        accepted_drafts, plans, tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles,
+        window_candidates, with_flush_variants, with_head_blocks,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -821,13 +790,6 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     assert!(short.tiles.contains(&first.verify.verify));
     assert_eq!(first.verify.step, first.replay.step);
     assert_eq!(joint("verify window L and tiles"), windows.len() * short.tiles.len());
-    // Fused or split: the fused tiles and 2 × 2 pairs of records' and checkpoint tiles.
-    let ck = tune_verify_ckpt_tiles(&mut cached, &TUNE, batch, drafts, false).unwrap();
-    assert_eq!(ck.source, TuneSource::Cache);
-    assert_eq!(joint("verification split"), 1 + 2 * 2);
-    if let Some(c) = first.verify.verify_ckpt {
-        assert!(ck.tiles[..2].contains(&c), "{c:?}");
-    }
     // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks.
     let f = tune_fold_tiles(&mut cached, &TUNE, batch, first.verify.window, drafts, accepted).unwrap();
     assert_eq!(f.source, TuneSource::Cache);

@@ -25,8 +25,6 @@ pub fn registry() -> Vec<KernelEntry> {
         KernelEntry::of::<ssm::kernels::decode::mamba2_decode_f16::Kernel>(),
         KernelEntry::of::<ssm::kernels::replay::mamba2_replay_step::Kernel>(),
         KernelEntry::of::<ssm::kernels::verify::mamba2_verify::Kernel>(),
-        KernelEntry::of::<ssm::kernels::verify_ckpt::mamba2_verify_ckpt::Kernel>(),
-        KernelEntry::of::<ssm::kernels::verify_ckpt::mamba2_verify_combine::Kernel>(),
         KernelEntry::of::<ssm::kernels::fold::mamba2_fold::Kernel>(),
         KernelEntry::of::<ssm::kernels::commit::mamba2_commit::Kernel>(),
         KernelEntry::of::<ssm::kernels::spec_baseline::mamba2_spec_baseline::Kernel>(),

@@ -39,8 +39,6 @@ struct Case {
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
     lp: bool,
-    /// A split verification: the records' launch, then `mamba2_verify_ckpt` with these tiles.
-    split: Option<CkptTiles>,
     seed: u64,
 }
 
@@ -108,7 +106,6 @@ fn run(case: Case) {
         tiers,
         early,
         lp,
-        split,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -149,12 +146,9 @@ fn run(case: Case) {
         tiers,
         early,
         lp,
-        split,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
-    let ckpt_k = config.verify_ckpt(&dev);
-    let combine_k = config.verify_combine(&dev);
     let fold_k = config.fold(&dev);
     let step_k = config.step(&dev);
     let commit_k = commit_kernel(&dev, l, t_max, 8, 1);
@@ -190,59 +184,18 @@ fn run(case: Case) {
                     .collect();
                 let tokens = input_bufs(&s, &pack(shape, &live_drafts(&drafts, &live)));
                 let out = poisoned_out(&s, batch * n * per_tok);
-                // A split's records' part and decays, NaN until written.
-                let y_part = buf(
-                    &s,
-                    &vec![f32::NAN; if split.is_some() { batch * n * per_tok } else { 1 }],
-                );
-                let gamma = buf(
-                    &s,
-                    &vec![f32::NAN; if split.is_some() { batch * n * shape.heads } else { 1 }],
-                );
                 let mut args = token_args(&tokens, &par, &slot_idx);
                 args.extend(ring.args());
-                let sizes = [
+                args.extend([
+                    arg(&out),
                     ArgValue::I32(batch as i32),
                     ArgValue::I32(n_slots as i32),
                     ArgValue::I32(n as i32),
-                ];
-                args.extend([arg(&out), arg(&y_part), arg(&gamma)]);
-                args.extend(sizes);
+                ]);
                 // With LP the verification reads the f16 checkpoints: their rounding bounds the
                 // outputs' extra error.
                 let ckpt_before = lp.then(|| host(&s, &ring.ckpt));
                 launch(&verify_k, &s, grid, &args);
-                if let (Some(k), Some(c)) = (&ckpt_k, split) {
-                    // The checkpoint's product (NaN until written), then the outputs combined.
-                    let y_ckpt = buf(&s, &vec![f32::NAN; batch * n * per_tok]);
-                    let mut args = vec![
-                        arg(&tokens[3]),
-                        arg(&slot_idx),
-                        arg(&ring.ckpt),
-                        arg(&ring.ckpt_lp),
-                        arg(&y_ckpt),
-                    ];
-                    args.extend(sizes);
-                    let ckpt_grid = ReplayConfig {
-                        bv: c.bv,
-                        hb: c.hb,
-                        ..config
-                    }
-                    .grid(batch);
-                    launch(k, &s, ckpt_grid, &args);
-                    let args = [
-                        arg(&tokens[4]),
-                        arg(&slot_idx),
-                        arg(&y_ckpt),
-                        arg(&y_part),
-                        arg(&gamma),
-                        arg(&out),
-                        ArgValue::I32(batch as i32),
-                        ArgValue::I32(n as i32),
-                    ];
-                    let blocks = (t_max * per_tok).div_ceil(COMBINE_BLOCK) as u32;
-                    launch(&combine_k, &s, (blocks, batch as u32, 1), &args);
-                }
                 // The pre-flush, for the rows whose flag is set.
                 let mut fold_args = vec![arg(&par[0]), arg(&slot_idx)];
                 fold_args.extend(ring.args());
@@ -373,7 +326,6 @@ fn speculative_window_4_drafts_3() {
         tiers: false,
         early: false,
         lp: false,
-        split: None,
         seed: 11,
     });
 }
@@ -397,7 +349,6 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         tiers: false,
         early: false,
         lp: false,
-        split: None,
         seed: 12,
     });
 }
@@ -431,7 +382,6 @@ fn record_tiers_match_the_recurrence() {
             tiers: true,
             early: false,
             lp,
-            split: None,
             seed: 40 + i as u64,
         });
     }
@@ -460,7 +410,6 @@ fn two_precisions_verify_from_the_f16_checkpoint() {
             tiers: false,
             early: false,
             lp: true,
-            split: None,
             seed: 40 + i as u64,
         });
     }
@@ -485,95 +434,8 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         tiers: false,
         early: true,
         lp: false,
-        split: None,
         seed: 13,
     });
-}
-
-/// A split verification (`SPLIT`: the records' launch writes their part of the outputs and the
-/// checkpoint's decays, `mamba2_verify_ckpt` the checkpoint's product, `mamba2_verify_combine`
-/// the outputs) matches the recurrence: the checkpoint kernel's plain, `PREFETCH` and `ASYNC`
-/// head loops at tiles other than the records' launch's, f32 and f16 checkpoints, gated or not,
-/// record tiers, decode steps between verifications. The parts and the decays start as NaN: a
-/// value not written fails.
-#[test]
-fn split_verification_matches_the_recurrence() {
-    let cases = [
-        (
-            16,
-            4,
-            true,
-            false,
-            CkptTiles {
-                bv: 4,
-                hb: 3,
-                num_warps: 4,
-                prefetch: false,
-                async_copy: false,
-            },
-        ),
-        (
-            8,
-            8,
-            false,
-            true,
-            CkptTiles {
-                bv: 8,
-                hb: 3,
-                num_warps: 4,
-                prefetch: false,
-                async_copy: true,
-            },
-        ),
-        (
-            12,
-            3,
-            true,
-            false,
-            CkptTiles {
-                bv: 16,
-                hb: 1,
-                num_warps: 8,
-                prefetch: true,
-                async_copy: false,
-            },
-        ),
-        (
-            4,
-            3,
-            true,
-            true,
-            CkptTiles {
-                bv: 8,
-                hb: 1,
-                num_warps: 4,
-                prefetch: false,
-                async_copy: true,
-            },
-        ),
-    ];
-    for (i, (l, t_max, gated, lp, tiles)) in cases.into_iter().enumerate() {
-        run(Case {
-            shape: CPU_TEST,
-            l,
-            t_max,
-            steps: 64,
-            p_decode: 0.2,
-            gated,
-            bv: 8,
-            hb: if i % 2 == 0 { 1 } else { 3 },
-            warps: 4,
-            fc: 8,
-            prefetch: i == 1,
-            shared_weights: i % 2 == 0,
-            async_copy: i == 0,
-            tiers: l >= 12,
-            early: false,
-            lp,
-            split: Some(tiles),
-            seed: 70 + i as u64,
-        });
-    }
 }
 
 /// The snapshot-per-draft baseline on `CPU_TEST` (whole heads per program) and on `STRADDLE`
@@ -717,7 +579,6 @@ fn every_tuning_point_matches_the_recurrence() {
             tiers: false,
             early: i % 3 == 1,
             lp: false,
-            split: None,
             seed: 200 + i as u64,
         });
     }

@@ -10,7 +10,6 @@ use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::spec_baseline::mamba2_spec_baseline;
 use replay_kernels::ssm::kernels::verify::mamba2_verify;
-use replay_kernels::ssm::kernels::verify_ckpt::{mamba2_verify_ckpt, mamba2_verify_combine};
 use replay_kernels::ssm::kernels::META_WORDS;
 use replay_kernels::ssm::reference::{Mamba2Params, SlotStates, StepInput};
 use replay_kernels::ssm::shapes::{ModelShape, CPU_TEST};
@@ -446,23 +445,6 @@ pub struct ReplayConfig {
     pub fr: usize,
     /// `LP` of all three: flushes write the f16 checkpoint too, the verification reads it.
     pub lp: bool,
-    /// A split verification (`SPLIT`): the records' launch with this configuration's tiles,
-    /// `mamba2_verify_ckpt` with these, then `mamba2_verify_combine`.
-    pub split: Option<CkptTiles>,
-}
-
-/// `BLOCK` of `mamba2_verify_combine` in the tests: smaller than a row's outputs, so rows take
-/// several programs and the last one is masked.
-pub const COMBINE_BLOCK: usize = 64;
-
-/// The tiles of `mamba2_verify_ckpt` in a split verification.
-#[derive(Clone, Copy, Debug)]
-pub struct CkptTiles {
-    pub bv: usize,
-    pub hb: usize,
-    pub num_warps: u32,
-    pub prefetch: bool,
-    pub async_copy: bool,
 }
 
 impl ReplayConfig {
@@ -485,7 +467,6 @@ impl ReplayConfig {
             fc: 32,
             fr: 8,
             lp: false,
-            split: None,
         }
     }
 
@@ -534,49 +515,7 @@ impl ReplayConfig {
                 ASYNC: self.async_copy,
                 LP: self.lp,
                 TIERS: self.tiers,
-                SPLIT: self.split.is_some(),
                 num_warps: self.num_warps,
-                min_blocks: 1,
-            },
-        )
-        .unwrap()
-    }
-
-    /// `mamba2_verify_ckpt` compiled with the split's tiles (`None` without a split).
-    pub fn verify_ckpt(self, dev: &Device) -> Option<CompiledKernel<mamba2_verify_ckpt::Kernel>> {
-        let s = self.shape;
-        self.split.map(|c| {
-            mamba2_verify_ckpt::Kernel::compile(
-                dev,
-                mamba2_verify_ckpt::Config {
-                    HEADS: s.heads,
-                    GROUPS: s.groups,
-                    DK: s.dk,
-                    DV: s.dv,
-                    T: self.t,
-                    BV: c.bv,
-                    HB: c.hb,
-                    PREFETCH: c.prefetch,
-                    ASYNC: c.async_copy,
-                    LP: self.lp,
-                    num_warps: c.num_warps,
-                    min_blocks: 1,
-                },
-            )
-            .unwrap()
-        })
-    }
-
-    /// `mamba2_verify_combine` compiled for this shape with `BLOCK = COMBINE_BLOCK`.
-    pub fn verify_combine(self, dev: &Device) -> CompiledKernel<mamba2_verify_combine::Kernel> {
-        mamba2_verify_combine::Kernel::compile(
-            dev,
-            mamba2_verify_combine::Config {
-                HEADS: self.shape.heads,
-                DV: self.shape.dv,
-                HAS_Z: self.gated,
-                BLOCK: COMBINE_BLOCK,
-                num_warps: 4,
                 min_blocks: 1,
             },
         )

@@ -15,8 +15,7 @@
 //!
 //! Modules: `plan` (tiles and plans), `io` (weights and step buffers), `launch` (kernel
 //! compilation and launch helpers, the admit kernel), `common` (what both managers share: slot
-//! table, weights, row → slot buffer), `replay` and `conventional` (the two managers), `split`
-//! (a split verification's second stream and launches).
+//! table, weights, row → slot buffer), `replay` and `conventional` (the two managers).
 
 mod common;
 mod conventional;
@@ -24,7 +23,6 @@ mod io;
 mod launch;
 mod plan;
 mod replay;
-mod split;
 
 pub use conventional::Mamba2ConventionalState;
 pub use io::{Mamba2Weights, StepIo};

@@ -147,15 +147,8 @@ pub struct ReplayPlan {
     pub max_drafts: usize,
     /// Tiles of `mamba2_replay_step`.
     pub step: Tiles,
-    /// Tiles of `mamba2_verify` (unused when `max_drafts == 0`); with [`Self::verify_ckpt`],
-    /// of its records' launch.
+    /// Tiles of `mamba2_verify` (unused when `max_drafts == 0`).
     pub verify: Tiles,
-    /// A split verification with these tiles for its checkpoint launch: `mamba2_verify` (with
-    /// `SPLIT`) computes the records' part of the outputs while `mamba2_verify_ckpt` streams the
-    /// checkpoint's product on a second stream, concurrently, then `mamba2_verify_combine` forms
-    /// the outputs (`None`: one fused launch).
-    #[serde(default)]
-    pub verify_ckpt: Option<Tiles>,
     /// Tiles of `mamba2_fold`, the verification's pre-flush (unused when `max_drafts == 0`).
     pub fold: Tiles,
     /// Two state precisions: an f16 copy of every checkpoint (written with it by every flush,
@@ -201,7 +194,6 @@ impl ReplayPlan {
                 shared_weights: false,
                 ..tiles(head_bv, hb_up_to(16))
             },
-            verify_ckpt: None,
             // The fold: one block of all key columns (its loads issued at once).
             fold: Tiles {
                 flush_columns: shape.dk,

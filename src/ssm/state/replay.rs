@@ -4,7 +4,6 @@ use super::common::{fill, LayerCore};
 use super::io::StepIo;
 use super::launch::{buf, compile_layer_kernel, go, preload};
 use super::plan::{Next, ReplayPlan};
-use super::split::{RecordsPart, SplitArgs, SplitVerify};
 use super::{DecodeLayer, Result};
 use half::bf16;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
@@ -25,9 +24,7 @@ use std::cell::Cell;
 ///   launch advances the counters (`h ← h + 1` or `0`, the next flags) — not in place, since
 ///   every program of the launch reads them, but into the second of two counter buffers.
 /// - [`Mamba2ReplayState::verify`]: output-only verification of `n ≤ T` drafts per row (with the
-///   pre-flush when `h + n > L`; with [`ReplayPlan::verify_ckpt`] the records' part and the
-///   checkpoint's product as two concurrent launches on two streams, then a combine);
-///   [`Mamba2ReplayState::commit`] then advances `h` by the accepted
+///   pre-flush when `h + n > L`); [`Mamba2ReplayState::commit`] then advances `h` by the accepted
 ///   counts, read from device memory ([`Mamba2ReplayState::accepted`]), in place in the current
 ///   counter buffer (`mamba2_commit`, a launch after the sampler).
 /// - With [`ReplayPlan::lp`] (two state precisions) every checkpoint also has an f16 copy,
@@ -65,12 +62,8 @@ pub struct Mamba2ReplayState {
     parity: Cell<usize>,
     /// Accepted drafts per row `[batch]`, written by the sampler before [`Self::commit`].
     pub accepted: DeviceBuffer<i32>,
-    /// A split verification's records' part of the outputs and the checkpoint's decays.
-    records_part: RecordsPart,
     step_k: CompiledKernel<mamba2_replay_step::Kernel>,
     verify_k: Option<CompiledKernel<mamba2_verify::Kernel>>,
-    /// A split verification's other launches (with [`ReplayPlan::verify_ckpt`]).
-    split: Option<SplitVerify>,
     /// The verification's pre-flush (with `verify_k`).
     fold_k: Option<CompiledKernel<mamba2_fold::Kernel>>,
     commit_k: CompiledKernel<mamba2_commit::Kernel>,
@@ -104,13 +97,8 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, SPLIT: plan.verify_ckpt.is_some())
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers)
             })
-            .transpose()?;
-        let split = plan
-            .verify_ckpt
-            .filter(|_| t > 0)
-            .map(|tiles| SplitVerify::new(stream, shape, tiles, (batch, t), (gated, plan.lp)))
             .transpose()?;
         let fold_k = (t > 0)
             .then(|| {
@@ -142,10 +130,8 @@ impl Mamba2ReplayState {
             ],
             parity: Cell::new(0),
             accepted: DeviceBuffer::zeros(stream, batch)?,
-            records_part: RecordsPart::new(stream, &shape, batch, t, split.is_some())?,
             step_k,
             verify_k,
-            split,
             fold_k,
             commit_k,
         })
@@ -212,27 +198,11 @@ impl Mamba2ReplayState {
             buf(&self.rec_x),
             buf(&self.rec_b),
             buf(&io.out),
-            buf(&self.records_part.part),
-            buf(&self.records_part.gamma),
             ArgValue::I32(self.core.batch as i32),
             ArgValue::I32(self.core.state_slots as i32),
             ArgValue::I32(n as i32),
         ]);
         a
-    }
-
-    fn split_args<'a>(&'a self, io: &'a StepIo, n: usize) -> SplitArgs<'a> {
-        SplitArgs {
-            queries: &io.c,
-            z: &io.z,
-            out: &io.out,
-            slot_idx: &self.core.slot_idx,
-            ckpt: &self.ckpt,
-            ckpt_lp: &self.ckpt_lp,
-            records: &self.records_part,
-            slots: self.core.state_slots,
-            drafts: n,
-        }
     }
 
     fn fold_args(&self) -> Vec<ArgValue<'_>> {
@@ -298,11 +268,7 @@ impl Mamba2ReplayState {
         }
         self.check_io(io, n)?;
         let grid = self.core.grid(self.plan.verify.hb, self.plan.verify.bv);
-        let records = || go(k, stream, grid, &self.verify_args(io, n));
-        match &self.split {
-            Some(split) => split.run(stream, &self.split_args(io, n), records)?,
-            None => records()?,
-        }
+        go(k, stream, grid, &self.verify_args(io, n))?;
         if let Some(f) = &self.fold_k {
             let grid = self.core.grid(self.plan.fold.hb, self.plan.fold.bv);
             go(f, stream, grid, &self.fold_args())?;
@@ -327,9 +293,6 @@ impl Mamba2ReplayState {
     pub fn prepare_verify(&self, io: &StepIo, n: usize) -> Result<()> {
         if let Some(k) = &self.verify_k {
             preload(k, &self.verify_args(io, n))?;
-        }
-        if let Some(split) = &self.split {
-            split.preload(&self.split_args(io, n))?;
         }
         if let Some(f) = &self.fold_k {
             preload(f, &self.fold_args())?;

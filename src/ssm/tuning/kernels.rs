@@ -14,7 +14,6 @@ use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::verify::{half_record_rows, mamba2_verify};
-use replay_kernels::ssm::kernels::verify_ckpt::mamba2_verify_ckpt;
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace};
 
@@ -211,37 +210,6 @@ pub fn tune_verify_tiles(
     // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS, TIERS.
     let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 24;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
-    Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
-}
-
-/// The [`Shortlist`] of tiles of a split verification's checkpoint launch (`mamba2_verify_ckpt`:
-/// `BV × HB × num_warps × min_blocks × ASYNC`) for `drafts` drafts; with `lp`, reading the f16
-/// checkpoint. It reads no counters and no records: every row streams its checkpoint.
-pub fn tune_verify_ckpt_tiles(
-    tuner: &mut Autotuner,
-    shape: &ModelShape,
-    batch: usize,
-    drafts: usize,
-    lp: bool,
-) -> Result<Shortlist> {
-    type C = <mamba2_verify_ckpt::Kernel as KernelDef>::Config;
-    let space = shape_axes(SearchSpace::<C>::new(), shape)
-        .axis("T", [drafts as i64])
-        .axis("LP", [lp as i64]);
-    let space = head_block_axes(space, shape).axis("ASYNC", [0, 1]).register_limit();
-    let grid_shape = *shape;
-    let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
-        .scalar("batch", batch as i32)
-        .scalar("slots", batch as i32 + 1)
-        .scalar("n_drafts", drafts as i32);
-    let slots = ("slot_idx", Fill::Values((1..=batch).map(|s| s as f64).collect()));
-    let sizes = shape_sizes(shape, batch, false)
-        .into_iter()
-        .chain([("T", drafts as i64), ("lp", lp as i64)]);
-    let problem = with_inputs(problem, [slots], sizes);
-    // × num_warps, ASYNC.
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 4;
-    let t = tuner.tune::<mamba2_verify_ckpt::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
 }
 

@@ -20,7 +20,7 @@ mod kernels;
 mod space;
 mod windows;
 
-pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_ckpt_tiles, tune_verify_tiles};
+pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles};
 pub use space::{replay_shortlist, with_flush_variants, with_head_blocks, Shortlist, TILE_SHORTLIST};
 pub use windows::{
     accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_window, verify_run_cycles,
@@ -195,17 +195,6 @@ fn with_start(mut tiles: Vec<Tiles>, start: Tiles, lp: bool) -> Vec<Tiles> {
     tiles
 }
 
-/// Records' tiles and checkpoint tiles per split verification candidate: 2 × 2 pairs.
-const SPLIT_PAIRS: usize = 2;
-
-/// The records' tiles of the split candidates: the chosen fused tiles and the rest of the
-/// shortlist, [`SPLIT_PAIRS`] of them.
-fn split_records(chosen: Tiles, shortlist: &[Tiles]) -> Vec<Tiles> {
-    let mut records = vec![chosen];
-    records.extend(shortlist.iter().filter(|t| **t != chosen).take(SPLIT_PAIRS - 1));
-    records
-}
-
 /// What the window tunings of one model and batch share.
 struct TuneJob<'a> {
     shape: ModelShape,
@@ -267,8 +256,6 @@ impl TuneJob<'_> {
             );
             verify.step = replay.step;
             verify.lp = lp;
-            // The window and tiles of the fused verification first; the split after.
-            verify.verify_ckpt = None;
             let tiles = with_start(short.tiles, verify.verify, lp);
             let cycles = VerifyCycles {
                 shape,
@@ -282,30 +269,6 @@ impl TuneJob<'_> {
             verify.verify = c.tiles;
             let (value, source, n) = joint_note(&c, l_star_v, cands_v, tiles.len());
             note(&format!("verify window L and tiles{tag}"), value, source, n);
-            // Fused or split (the records' launch and the checkpoint's concurrently): whole
-            // cycles of the chosen tiles and of pairs of records' and checkpoint tiles.
-            let ckpt = tune_verify_ckpt_tiles(tuner, &shape, batch, drafts, lp)?;
-            note(
-                &format!("split verification's checkpoint tile shortlist{tag}"),
-                ckpt.show(),
-                ckpt.source,
-                ckpt.points,
-            );
-            let records = split_records(verify.verify, &tiles);
-            let ckpt = &ckpt.tiles[..ckpt.tiles.len().min(SPLIT_PAIRS)];
-            let (split, source) = cycles.tune_split(tuner, verify, (&records, ckpt))?;
-            verify.verify = split.verify;
-            verify.verify_ckpt = split.verify_ckpt;
-            let value = match split.verify_ckpt {
-                Some(c) => format!("split: records {}; checkpoint {}", split.verify.show(), c.show()),
-                None => "fused".to_string(),
-            };
-            note(
-                &format!("verification split{tag}"),
-                value,
-                source,
-                1 + records.len() * ckpt.len(),
-            );
             // The fold's tiles once, for one precision: with two it does the same work and
             // writes the f16 copy too. A kernel-level shortlist, then whole cycles.
             if !lp {

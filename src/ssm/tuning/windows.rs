@@ -15,7 +15,6 @@ use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::record_rows;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::verify::{draft_columns, mamba2_verify};
-use replay_kernels::ssm::kernels::verify_ckpt::mamba2_verify_ckpt;
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_kernels::ssm::traffic::{RecordLayout, TrafficModel};
@@ -324,27 +323,6 @@ fn grid_values(windows: &[usize], tiles: &[Tiles]) -> Vec<Values> {
         .collect()
 }
 
-/// The checkpoint launch's tiles of a split verification candidate, after its window and
-/// records' tiles ([`window_values`]), under keys of their own.
-fn split_values(window: usize, records: &Tiles, ckpt: &Tiles) -> Values {
-    let mut v = window_values(window, records);
-    for (n, x) in window_values(window, ckpt) {
-        if n != "L" {
-            v.insert(format!("CKPT_{n}"), x);
-        }
-    }
-    v
-}
-
-/// The checkpoint launch's tiles of a candidate ([`split_values`]), if it splits.
-fn ckpt_of(values: &Values) -> Option<Tiles> {
-    let ckpt: Values = values
-        .iter()
-        .filter_map(|(n, x)| n.strip_prefix("CKPT_").map(|n| (n.to_string(), *x)))
-        .collect();
-    (!ckpt.is_empty()).then(|| tiles_of(&ckpt))
-}
-
 /// Tunes the window `L` and the tiles together over `windows × tiles` (the first window with
 /// the first tiles first: the choice when tuning is off): each candidate gets a runner from
 /// `build(stream, L, tiles)` (the previous candidate's is dropped first, freeing its buffers),
@@ -426,7 +404,7 @@ fn window_scheme_source(kernel: &str) -> String {
 
 /// Whole verification cycles (verify `T` drafts, the fold, commit; [`VerifyRunner`]) of one
 /// model shape and batch with `accepted` drafts accepted per cycle: the unit by which the
-/// speculative plan's window and verification tiles, its split and its fold's tiles are chosen.
+/// speculative plan's window and verification tiles and its fold's tiles are chosen.
 pub struct VerifyCycles<'a> {
     /// The model shape.
     pub shape: ModelShape,
@@ -458,37 +436,6 @@ impl VerifyCycles<'_> {
         })?;
         let (window, tiles) = window_of(&v);
         Ok(WindowChoice { window, tiles, source })
-    }
-
-    /// A split verification or the fused one for `plan` (its window and fused verification
-    /// tiles chosen): cycles of the fused tiles and of every pair of records' tiles (`records`,
-    /// for the verification with `SPLIT`) and checkpoint tiles (`ckpt`, for
-    /// `mamba2_verify_ckpt`, which runs concurrently with the records' launch); the plan with
-    /// the least time per cycle.
-    pub fn tune_split(
-        &self,
-        tuner: &mut Autotuner,
-        plan: ReplayPlan,
-        (records, ckpt): (&[Tiles], &[Tiles]),
-    ) -> Result<(ReplayPlan, TuneSource)> {
-        let mut candidates = vec![window_values(plan.window, &plan.verify)];
-        for r in records {
-            candidates.extend(ckpt.iter().map(|c| split_values(plan.window, r, c)));
-        }
-        // The fold's tiles, which every cycle also runs, key the choice too.
-        let kernels = format!(
-            "{}{}\n// fold: {}",
-            mamba2_verify::Kernel::SOURCE,
-            mamba2_verify_ckpt::Kernel::SOURCE,
-            plan.fold.show()
-        );
-        let place = |p, v: &Values| ReplayPlan {
-            verify: tiles_of(v),
-            verify_ckpt: ckpt_of(v),
-            ..p
-        };
-        let (v, source) = self.tune(tuner, plan, "mamba2_verify_split", &kernels, &candidates, place)?;
-        Ok((place(plan, &v), source))
     }
 
     /// The fold's tiles of `plan` (its window and verification chosen) among `tiles`. The
@@ -606,7 +553,6 @@ pub fn tune_window(
         max_drafts: 0,
         step: tiles,
         verify: tiles,
-        verify_ckpt: None,
         fold: tiles,
         lp,
     };

@@ -1,5 +1,5 @@
-//! The loop over a program's value heads shared by the verification's kernels: each head's
-//! checkpoint rows times the queries, and its other inputs, pipelined across heads.
+//! The loop over a program's value heads of the verification: each head's checkpoint rows
+//! times the queries, and its other inputs, pipelined across heads.
 
 use replay_dsl::prelude::*;
 
@@ -14,9 +14,9 @@ pub(super) struct HeadLoads<'a, R, E> {
     pub ahead: &'a dyn Fn(Tile<i32>, Tile<bool>) -> E,
 }
 
-/// One head's work, given its lane, its checkpoint rows times the queries (computed when asked:
-/// `None` in a loop without checkpoint rows) and its two parts of inputs.
-pub(super) type PerHead<'a, R, E> = dyn Fn(Tile<i32>, Option<&dyn Fn() -> Tile<f32>>, R, E) + 'a;
+/// One head's work, given its lane, its checkpoint rows times the queries (computed when asked)
+/// and its two parts of inputs.
+pub(super) type PerHead<'a, R, E> = dyn Fn(Tile<i32>, &dyn Fn() -> Tile<f32>, R, E) + 'a;
 
 /// The queries `Qᵀ` `[DK, tq]` of group `g` (`groups` of them, `dk` wide) for the draft tokens
 /// `tok_s` `[tq]` of a `[tokens, groups, dk]` buffer, `kk = arange(dk)`.
@@ -47,75 +47,51 @@ pub(super) struct HeadRows<'a, T: Float> {
 }
 
 /// The loop over the program's `hb` heads from `head0`: each head's inputs (`loads`) and
-/// checkpoint rows (`rows`; none in a loop without them) loaded, then `per_head` given its rows
-/// times the queries (computed when it asks, right before their use). With `ASYNC` (`stages`)
-/// the rows are double-buffered in shared memory (the next head's copied while this head
-/// computes, no registers held for them) and the next head's `ahead` inputs are loaded into
-/// registers before this head's products; with `prefetch` all of the next head's loads are
-/// issued before this head's products (two heads' tiles live: more registers).
+/// checkpoint rows (`rows`) loaded, then `per_head` given its rows times the queries (computed
+/// when it asks, right before their use). With `ASYNC` (`stages`) the rows are double-buffered
+/// in shared memory (the next head's copied while this head computes, no registers held for
+/// them) and the next head's `ahead` inputs are loaded into registers before this head's
+/// products; with `prefetch` all of the next head's loads are issued before this head's
+/// products (two heads' tiles live: more registers).
 #[kernel_fn]
 pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
     head0: Tile<i32>,
     hb: usize,
     prefetch: bool,
-    rows: Option<HeadRows<'_, T>>,
+    rows: HeadRows<'_, T>,
     loads: HeadLoads<'_, R, E>,
     per_head: &PerHead<'_, R, E>,
 ) {
     let both = |head: Tile<i32>, m: Tile<bool>| ((loads.own)(head, m), (loads.ahead)(head, m));
-    match rows {
-        Some(HeadRows {
-            ptr,
-            mask,
-            q,
-            stages: Some(buf),
-        }) => {
-            buf.copy_async(0, ptr(head0), mask);
-            let mut ahead = (loads.ahead)(head0, full([], true));
-            for hc in range(0, hb as i32) {
-                let next = hc + 1 < hb as i32;
-                buf.copy_async((hc + 1) & 1, ptr(head0 + hc + 1), mask & next);
-                let this = ahead;
-                ahead = (loads.ahead)(head0 + hc + 1, next);
-                let own = (loads.own)(head0 + hc, full([], true));
-                let sq = || {
-                    wait_async(1);
-                    dot(buf.read(hc & 1), q)
-                };
-                per_head(hc, Some(&sq), own, this);
-            }
+    let HeadRows { ptr, mask, q, stages } = rows;
+    if let Some(buf) = stages {
+        buf.copy_async(0, ptr(head0), mask);
+        let mut ahead = (loads.ahead)(head0, full([], true));
+        for hc in range(0, hb as i32) {
+            let next = hc + 1 < hb as i32;
+            buf.copy_async((hc + 1) & 1, ptr(head0 + hc + 1), mask & next);
+            let this = ahead;
+            ahead = (loads.ahead)(head0 + hc + 1, next);
+            let own = (loads.own)(head0 + hc, full([], true));
+            let sq = || {
+                wait_async(1);
+                dot(buf.read(hc & 1), q)
+            };
+            per_head(hc, &sq, own, this);
         }
-        Some(HeadRows { ptr, mask, q, .. }) => {
-            if prefetch {
-                let tiles = |head: Tile<i32>, m: Tile<bool>| (both(head, m), load(ptr(head), mask & m));
-                let mut next = tiles(head0, full([], true));
-                for hc in range(0, hb as i32) {
-                    let ((own, this), st) = next;
-                    next = tiles(head0 + hc + 1, hc + 1 < hb as i32);
-                    per_head(hc, Some(&|| dot(st, q)), own, this);
-                }
-            } else {
-                for hc in range(0, hb as i32) {
-                    let (own, this) = both(head0 + hc, full([], true));
-                    let st = load(ptr(head0 + hc), mask);
-                    per_head(hc, Some(&|| dot(st, q)), own, this);
-                }
-            }
+    } else if prefetch {
+        let tiles = |head: Tile<i32>, m: Tile<bool>| (both(head, m), load(ptr(head), mask & m));
+        let mut next = tiles(head0, full([], true));
+        for hc in range(0, hb as i32) {
+            let ((own, this), st) = next;
+            next = tiles(head0 + hc + 1, hc + 1 < hb as i32);
+            per_head(hc, &|| dot(st, q), own, this);
         }
-        None => {
-            if prefetch {
-                let mut next = both(head0, full([], true));
-                for hc in range(0, hb as i32) {
-                    let (own, this) = next;
-                    next = both(head0 + hc + 1, hc + 1 < hb as i32);
-                    per_head(hc, None, own, this);
-                }
-            } else {
-                for hc in range(0, hb as i32) {
-                    let (own, this) = both(head0 + hc, full([], true));
-                    per_head(hc, None, own, this);
-                }
-            }
+    } else {
+        for hc in range(0, hb as i32) {
+            let (own, this) = both(head0 + hc, full([], true));
+            let st = load(ptr(head0 + hc), mask);
+            per_head(hc, &|| dot(st, q), own, this);
         }
     }
 }

@@ -7,8 +7,6 @@
 //! | [`decode::mamba2_decode_f16`] | the same on an fp16 state, written with stochastic rounding (`SR`) or round-to-nearest | `(HEADS·DV/BV, batch, 1)` |
 //! | [`replay::mamba2_replay_step`] | one replay decode step for the batch: non-flush rows read the checkpoint and the ring and append the step's record; flush rows fold the window into the checkpoint; the advanced counters go to the second counter buffer | `(batch, HEADS·DV/BV, 1)` |
 //! | [`verify::mamba2_verify`] | output-only verification of `n_drafts ≤ T` drafts (the checkpoint read, never written) | `(⌈DV/BV⌉, HEADS/HB, batch)` |
-//! | [`verify_ckpt::mamba2_verify_ckpt`] | a split verification's checkpoint part `S_ckpt Q` (f32), concurrently with the verification's `SPLIT` launch (the records' part) | `(⌈DV/BV⌉, HEADS/HB, batch)` |
-//! | [`verify_ckpt::mamba2_verify_combine`] | a split verification's outputs: `(γ · S_ckpt Q + records' part) · silu(z)` | `(⌈T·HEADS·DV/BLOCK⌉, batch)` |
 //! | [`fold::mamba2_fold`] | a verification's pre-flush: the committed records of the rows whose flag is set folded into their checkpoints | `(⌈DV/BV⌉, HEADS/HB, batch)` |
 //! | [`commit::mamba2_commit`] | after a verification: advances `h` by the accepted counts (in place) and computes the next flush flags | `⌈batch/BLOCK⌉` |
 //! | [`spec_baseline::mamba2_spec_baseline`] | conventional speculative decoding: one state snapshot written per draft | `(HEADS·DV/BV, batch, 1)` |
@@ -84,9 +82,7 @@
 //!   writes the same values to the other, so the layers of a model may share both. After the
 //!   step (all layers) the other buffer becomes current.
 //! - **Verification** — [`verify::mamba2_verify`] then [`fold::mamba2_fold`] per layer read
-//!   the current buffer (the fold acts on the rows whose flag says so; a split verification runs
-//!   the verification's `SPLIT` launch and [`verify_ckpt::mamba2_verify_ckpt`] concurrently,
-//!   then [`verify_ckpt::mamba2_verify_combine`], before the fold); after the sampler,
+//!   the current buffer (the fold acts on the rows whose flag says so); after the sampler,
 //!   **one** [`commit::mamba2_commit`] for the whole model (`after_verify = 1`, the accepted
 //!   counts in device memory) advances the current buffer in place and sets the flags for the
 //!   next step's kind. Which buffer is current does not change.
@@ -113,7 +109,6 @@ mod head_loop;
 pub mod replay;
 pub mod spec_baseline;
 pub mod verify;
-pub mod verify_ckpt;
 
 use replay_dsl::prelude::*;
 

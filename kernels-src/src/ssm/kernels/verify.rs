@@ -44,7 +44,7 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
 
 /// `y · silu(z)` with `z` (`y` without): `y · z / (1 + e^-z)`, the reciprocal as `rsqrt²` (no
 /// division).
-pub(super) fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
+fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
     match z {
         Some(z) => {
             let zf = z.cast::<f32>();
@@ -95,12 +95,6 @@ pub(super) fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 ///
 /// With `LP` (two state precisions) the checkpoint rows come from the f16 copy `ckpt_lp`.
 ///
-/// With `SPLIT` (a split verification, [`super::verify_ckpt`]) the launch reads no checkpoint
-/// rows: it writes the records' part of the outputs `y_part = Σ_i W_is (k_i·q_s) x_i + D x_s`
-/// (f32, no gate) and, by the programs with `vb = 0`, the checkpoint's decays
-/// `gamma = γ_{0:h+s}`; [`super::verify_ckpt::mamba2_verify_ckpt`] streams `S_ckpt Q`
-/// concurrently and [`super::verify_ckpt::mamba2_verify_combine`] forms the outputs.
-///
 /// With `TIERS` (a tuning axis) a row whose records fit half the record rows (`h + tq ≤ nr/2`)
 /// takes a tile of that many: the records' work (keys, `Kᵀ Q`, weights, their product) follows
 /// the window's fill rather than its capacity, for twice the code (H200, a T=8 cycle at
@@ -128,8 +122,6 @@ pub fn mamba2_verify(
     #[extent(slots * (L + T) * HEADS * DV)] rec_x: Ptr<bf16>,
     #[extent(slots * (L + T) * GROUPS * DK)] rec_b: Ptr<bf16>,
     #[extent(batch * n_drafts * HEADS * DV)] out: Ptr<bf16>,
-    #[extent(batch * n_drafts * HEADS * DV * SPLIT)] y_part: Ptr<f32>,
-    #[extent(batch * n_drafts * HEADS * SPLIT)] gamma: Ptr<f32>,
     batch: i32,
     slots: i32,
     n_drafts: i32,
@@ -147,7 +139,6 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] ASYNC: bool,
     #[constexpr(default = false)] LP: bool,
     #[constexpr(default = false)] TIERS: bool,
-    #[constexpr(default = false)] SPLIT: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -169,8 +160,8 @@ pub fn mamba2_verify(
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
         // The two-stage buffer of ASYNC's checkpoint rows, declared once for both tiers.
-        let stages_f32 = (ASYNC && !LP && !SPLIT).then(|| shared::<f32>(2, &[BV, DK]));
-        let stages_f16 = (ASYNC && LP && !SPLIT).then(|| shared::<f16>(2, &[BV, DK]));
+        let stages_f32 = (ASYNC && !LP).then(|| shared::<f32>(2, &[BV, DK]));
+        let stages_f16 = (ASYNC && LP).then(|| shared::<f16>(2, &[BV, DK]));
         // The verification over `nr` record rows (the drafts' and the committed ones).
         let verify_rows = |nr: usize| {
             let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
@@ -226,9 +217,8 @@ pub fn mamba2_verify(
             let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
             // A head's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
             // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z only
-            // with HAS_Z and not SPLIT: the split's gate is the checkpoint kernel's);
-            // `head_loop` issues them before the head's products (the drafts' a head ahead with
-            // ASYNC).
+            // with HAS_Z); `head_loop` issues them before the head's products (the drafts' a
+            // head ahead with ASYNC).
             let records_x = |head: Tile<i32>, m: Tile<bool>| {
                 let vmr = vmask.expand_dims(0) & m;
                 let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
@@ -237,7 +227,7 @@ pub fn mamba2_verify(
             let drafts_xz = |head: Tile<i32>, m: Tile<bool>| {
                 let xo = xoff(head, tok_s);
                 let x_s = load(x + xo, vm & m);
-                let z_s = (HAS_Z && !SPLIT).then(|| load(z + xo, vm & m));
+                let z_s = HAS_Z.then(|| load(z + xo, vm & m));
                 (x_s, z_s)
             };
             let loads = || HeadLoads {
@@ -312,7 +302,7 @@ pub fn mamba2_verify(
             // One head's outputs and records, from its tiles (`sq` gives the checkpoint rows times
             // the queries, called right before their use); `hc` is its head lane.
             let per_head = |hc: Tile<i32>,
-                            sq: Option<&dyn Fn() -> Tile<f32>>,
+                            sq: &dyn Fn() -> Tile<f32>,
                             x_rec: Tile<bf16>,
                             (x_s, z_s): (Tile<bf16>, Option<Tile<bf16>>)| {
                 let head = head0 + hc;
@@ -329,39 +319,21 @@ pub fn mamba2_verify(
 
                 // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
                 let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-                let omask = || vm & live.expand_dims(0);
-                match sq {
-                    // SPLIT: the records' part, the checkpoint kernel adds its own.
-                    None => store(y_part + xo, dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>(), omask()),
-                    Some(sq) => {
-                        // The records' product accumulates onto the checkpoint's.
-                        let y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
-                        let y = gated(y, z_s);
-                        let m = omask();
-                        store(out + xo, y.cast::<bf16>(), m);
-                    }
-                }
+                let y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
+                let y = gated(y, z_s);
+                let omask = vm & live.expand_dims(0);
+                store(out + xo, y.cast::<bf16>(), omask);
                 // Append the drafts' x at ring positions start + h + s.
-                store(ring_x + xoff(head, pos_d), x_s, omask());
+                store(ring_x + xoff(head, pos_d), x_s, omask);
             };
-            if SPLIT {
-                // The checkpoint kernel's decays, γ_{0:h+s} of the live drafts [HB, tq] (by the
-                // programs with vb = 0).
-                let gm = hm & (live & first).expand_dims(0);
-                store(
-                    gamma + heads.expand_dims(1) + ((tok0 + s) * HEADS).expand_dims(0),
-                    gam,
-                    gm,
-                );
-                head_loop::<f32, _, _>(head0, HB, PREFETCH, None, loads(), &per_head);
-            } else if LP {
+            if LP {
                 let rows = HeadRows {
                     ptr: &lp_of,
                     mask: vm,
                     q: q_lp,
                     stages: stages_f16,
                 };
-                head_loop(head0, HB, PREFETCH, Some(rows), loads(), &per_head);
+                head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             } else {
                 let rows = HeadRows {
                     ptr: &sptr_of,
@@ -369,7 +341,7 @@ pub fn mamba2_verify(
                     q: q_t,
                     stages: stages_f32,
                 };
-                head_loop(head0, HB, PREFETCH, Some(rows), loads(), &per_head);
+                head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             }
         };
         // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
