@@ -54,6 +54,8 @@ step() { # name, limit (s), command...
 
 gpu_tests() {
   export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
+  # ptxas_jit compiles with a ptxas: the toolkit's on this machine (no network to install one).
+  [[ -n ${REPLAY_PTXAS:-} ]] || export REPLAY_PTXAS=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
   for t in .carry/tests/*; do
     echo "== $t"
     "$t" --test-threads=1 --skip ptx_assembles --skip scan_variants_assemble || return 1

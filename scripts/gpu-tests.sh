@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the release test binaries whose tests need a GPU — replay-dsl's property tests
 # (prop_elementwise, prop_reduce: `gpu_matches_interpreter`), GPU special cases (gpu_special)
-# and dot products (gpu_dot), replay-runtime's `gpu` smoke tests, the SSM kernel tests of replay-kernels (on
-# the GPU with REPLAY_SSM_DEVICE=cuda) and the state manager's tests — copies them into
-# .carry/tests/ (ignored by git) and prints the command that runs them all on a machine with a GPU, from the repository
-# root. Without a GPU the same binaries print "skipped: no CUDA GPU" for each GPU test and pass;
-# with REPLAY_REQUIRE_GPU=1 (set by the printed command) replay-dsl's GPU tests fail instead.
-# Tests that run ptxas (ptx_assembles, scan_variants_assemble) are skipped there: ptxas lives on
-# the build machine.
+# and dot products (gpu_dot), replay-runtime's `gpu` smoke tests and its kernels loaded from
+# ptxas cubins (ptxas_jit: needs a ptxas on the GPU machine too, the toolkit's or
+# $REPLAY_PTXAS), the SSM kernel tests of replay-kernels (on the GPU with
+# REPLAY_SSM_DEVICE=cuda) and the state manager's tests — copies them into .carry/tests/
+# (ignored by git) and prints the command that runs them all on a machine with a GPU, from the
+# repository root. Without a GPU the same binaries print "skipped: no CUDA GPU" for each GPU
+# test and pass; with REPLAY_REQUIRE_GPU=1 (set by the printed command) replay-dsl's GPU tests
+# fail instead. Tests that run ptxas on snapshots (ptx_assembles, scan_variants_assemble) are
+# skipped there: they belong to the build machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.carry/tests
@@ -29,7 +31,7 @@ build() { # package, test targets...
 }
 
 build replay-dsl prop_elementwise prop_reduce gpu_special gpu_dot
-build replay-runtime gpu
+build replay-runtime gpu ptxas_jit
 build replay-kernels ssm_decode ssm_replay ssm_verify ssm_commit
 build replay ssm_state
 
@@ -38,4 +40,4 @@ total=$(du -sm "$out" | cut -f1)
 echo "total: ${total} MiB in $out (the device tool carries at most 64 MiB)" >&2
 echo
 echo "Run on the GPU machine (carry .carry/tests), from the repository root:"
-echo "  export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda; for t in $out/*; do echo \"== \$t\"; \$t --test-threads=1 --nocapture --skip ptx_assembles --skip scan_variants_assemble || exit 1; done"
+echo "  export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda REPLAY_PTXAS=\$(command -v ptxas || echo /usr/local/cuda/bin/ptxas); for t in $out/*; do echo \"== \$t\"; \$t --test-threads=1 --nocapture --skip ptx_assembles --skip scan_variants_assemble || exit 1; done"

@@ -582,8 +582,7 @@ pub fn run(
     if let Some(note) = &choice.note {
         writeln!(out, "{note} (times are CPU times, not GPU times)").map_err(io)?;
     }
-    let d = choice.device.info();
-    writeln!(out, "device: {d}").map_err(io)?;
+    writeln!(out, "device: {}", choice.device.summary()).map_err(io)?;
     let report = run_benches(choice, filter, tuned, seed)?;
     if let Some(c) = &report.copy {
         writeln!(

@@ -3,24 +3,12 @@
 //! with source lines (`.file` / `.loc`) it names only the kernels' own files.
 
 use replay_dsl::{compile_with_lines, Specialization, Target};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The ptxas binary: `$REPLAY_PTXAS`, else installed by `scripts/install-ptxas.sh`.
 fn ptxas() -> PathBuf {
-    if let Ok(p) = std::env::var("REPLAY_PTXAS") {
-        return PathBuf::from(p);
-    }
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new(format!("{root}/scripts/install-ptxas.sh"))
-        .output()
-        .expect("run scripts/install-ptxas.sh");
-    assert!(
-        out.status.success(),
-        "ptxas install failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).expect("utf8 path").trim())
+    replay_runtime::driver::ptxas::repo_ptxas(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Assembles `ptx` for `arch`; returns (registers, spill bytes) from `ptxas -v`.

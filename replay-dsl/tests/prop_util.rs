@@ -55,25 +55,12 @@ pub fn compile_both(kernel: &Kernel) -> Result<Vec<(Target, String)>, String> {
         .collect()
 }
 
-/// The ptxas binary: `$REPLAY_PTXAS`, else what `scripts/install-ptxas.sh` prints.
+/// The ptxas binary: `$REPLAY_PTXAS`, else what `scripts/install-ptxas.sh` installs.
 pub fn ptxas() -> &'static PathBuf {
     static PTXAS: OnceLock<PathBuf> = OnceLock::new();
     PTXAS.get_or_init(|| {
-        if let Some(p) = std::env::var_os("REPLAY_PTXAS").filter(|p| !p.is_empty()) {
-            return PathBuf::from(p);
-        }
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-ptxas.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .output()
-            .expect("run scripts/install-ptxas.sh");
-        assert!(
-            out.status.success(),
-            "install-ptxas.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let path = String::from_utf8(out.stdout).expect("utf-8 path");
-        PathBuf::from(path.lines().last().expect("install-ptxas.sh prints the path").trim())
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        replay_runtime::driver::ptxas::repo_ptxas(&repo).unwrap_or_else(|e| panic!("{e}"))
     })
 }
 

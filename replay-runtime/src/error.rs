@@ -33,6 +33,13 @@ pub enum RuntimeError {
         /// Compute capability (major, minor).
         cc: (u32, u32),
     },
+    /// `REPLAY_JIT` asks for a compiler this process cannot use (an unknown value, or
+    /// `ptxas` with none found).
+    #[error("{message}")]
+    JitSetting {
+        /// What is wrong and how to fix it.
+        message: String,
+    },
     /// A CUDA driver call failed.
     #[error("CUDA driver call `{call}` failed: {message}")]
     Driver {

@@ -500,7 +500,7 @@ pub fn run_report(choice: &Choice, args: &SsmBenchArgs) -> Result<SsmReport, Cli
         timestamp: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-        device: choice.device.info().to_string(),
+        device: choice.device.summary(),
         copy,
         settings: (timing.runs.warmup, timing.runs.reps, timing.rounds),
         gated: args.gated,

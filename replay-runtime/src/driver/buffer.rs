@@ -63,7 +63,7 @@ impl RawBuffer {
         let bytes = len * elem.bytes();
         let storage = match &device.inner.kind {
             DeviceKind::Interpreter | DeviceKind::Emulator => Storage::Host(Mutex::new(vec![0u8; bytes])),
-            DeviceKind::Cuda(_) => {
+            DeviceKind::Cuda(..) => {
                 device.bind()?;
                 let ptr = if bytes == 0 {
                     0

@@ -4,6 +4,7 @@
 
 use super::module::ModuleCache;
 use super::probe::ensure_driver;
+use super::ptxas::Jit;
 use crate::error::{Result, RuntimeError};
 use cudarc::driver::{result, sys, CudaContext};
 use replay_dsl::Target;
@@ -78,7 +79,8 @@ impl fmt::Display for DeviceInfo {
 }
 
 pub(crate) enum DeviceKind {
-    Cuda(Arc<CudaContext>),
+    /// A GPU, and how it compiles the PTX it loads.
+    Cuda(Arc<CudaContext>, Jit),
     Interpreter,
     Emulator,
 }
@@ -127,12 +129,24 @@ impl Device {
         }
     }
 
-    /// Opens GPU `ordinal` through the CUDA driver, whatever the environment says.
+    /// Opens GPU `ordinal` through the CUDA driver, whatever `REPLAY_INTERPRET` and
+    /// `REPLAY_EMULATE` say, compiling PTX as `REPLAY_JIT` asks ([`Jit::from_env`]: the
+    /// driver's JIT by default, or ptxas processes).
     ///
     /// Errors: [`RuntimeError::NoDriver`] without a driver library, [`RuntimeError::NoDevice`]
     /// when there is no such GPU, [`RuntimeError::UnsupportedGpu`] for compute capabilities
-    /// other than 9.x and 10.0.
+    /// other than 9.x and 10.0, [`RuntimeError::JitSetting`] for a `REPLAY_JIT` it cannot follow.
     pub fn cuda(ordinal: usize) -> Result<Device> {
+        // Without a driver that is the error, whatever REPLAY_JIT says.
+        ensure_driver()?;
+        let jit =
+            Jit::from_env(|name| std::env::var_os(name)).map_err(|message| RuntimeError::JitSetting { message })?;
+        Device::cuda_with(ordinal, jit)
+    }
+
+    /// Opens GPU `ordinal` through the CUDA driver, compiling the PTX it loads with `jit`.
+    /// Errors as [`Device::cuda`].
+    pub fn cuda_with(ordinal: usize, jit: Jit) -> Result<Device> {
         ensure_driver()?;
         match result::init() {
             Ok(()) => {}
@@ -180,7 +194,7 @@ impl Device {
         unsafe { ctx.disable_event_tracking() };
         Ok(Device {
             inner: Arc::new(DeviceInner {
-                kind: DeviceKind::Cuda(ctx),
+                kind: DeviceKind::Cuda(ctx, jit),
                 info,
                 modules: ModuleCache::default(),
             }),
@@ -245,7 +259,7 @@ impl Device {
     /// Waits for all work on the device.
     pub fn synchronize(&self) -> Result<()> {
         match &self.inner.kind {
-            DeviceKind::Cuda(ctx) => ctx
+            DeviceKind::Cuda(ctx, _) => ctx
                 .synchronize()
                 .map_err(|e| RuntimeError::driver("cuCtxSynchronize", e)),
             DeviceKind::Interpreter | DeviceKind::Emulator => Ok(()),
@@ -257,9 +271,26 @@ impl Device {
         self.inner.modules.len()
     }
 
+    /// What the device is, as benchmarks print it: [`DeviceInfo`]'s line, and which ptxas
+    /// compiles its kernels when not the driver's JIT (`REPLAY_JIT=ptxas`).
+    pub fn summary(&self) -> String {
+        match self.jit() {
+            Some(Jit::Ptxas(path)) => format!("{}, PTX compiled by {}", self.inner.info, path.display()),
+            _ => self.inner.info.to_string(),
+        }
+    }
+
+    /// How this GPU compiles the PTX it loads (`None` on the CPU backends).
+    pub fn jit(&self) -> Option<&Jit> {
+        match &self.inner.kind {
+            DeviceKind::Cuda(_, jit) => Some(jit),
+            DeviceKind::Interpreter | DeviceKind::Emulator => None,
+        }
+    }
+
     pub(crate) fn cuda_ctx(&self) -> Option<&Arc<CudaContext>> {
         match &self.inner.kind {
-            DeviceKind::Cuda(ctx) => Some(ctx),
+            DeviceKind::Cuda(ctx, _) => Some(ctx),
             DeviceKind::Interpreter | DeviceKind::Emulator => None,
         }
     }
@@ -267,7 +298,7 @@ impl Device {
     /// Binds the CUDA context to the calling thread (a no-op on the CPU backends).
     pub(crate) fn bind(&self) -> Result<()> {
         match &self.inner.kind {
-            DeviceKind::Cuda(ctx) => ctx
+            DeviceKind::Cuda(ctx, _) => ctx
                 .bind_to_thread()
                 .map_err(|e| RuntimeError::driver("cuCtxSetCurrent", e)),
             DeviceKind::Interpreter | DeviceKind::Emulator => Ok(()),

@@ -6,4 +6,5 @@ pub mod device;
 pub mod graph;
 pub mod module;
 pub mod probe;
+pub mod ptxas;
 pub mod stream;

@@ -3,6 +3,7 @@
 //! target).
 
 use super::device::{Device, DeviceKind};
+use super::ptxas::{compile_cubin, Jit};
 use crate::error::{Result, RuntimeError};
 use cudarc::driver::{result, sys, CudaContext};
 use replay_dsl::ir::Kernel;
@@ -105,14 +106,26 @@ fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaF
         entry: compiled.entry.clone(),
         message,
     };
-    let ptx = CString::new(compiled.ptx.as_str()).map_err(|_| fail("PTX text contains a NUL byte".into()))?;
     let entry = CString::new(compiled.entry.as_str()).map_err(|_| fail("entry name contains a NUL byte".into()))?;
-    device.bind()?;
-    let module = if compiled.line_info {
-        load_with_line_tables(&ptx)
-    } else {
-        // SAFETY: `ptx` is a NUL-terminated PTX image that outlives the call.
-        unsafe { result::module::load_data(ptx.as_ptr().cast()) }
+    let module = match device.jit() {
+        Some(Jit::Ptxas(ptxas)) => {
+            // Compiled before the context is bound: calls on several threads run in parallel.
+            let cubin =
+                compile_cubin(ptxas, &compiled.ptx, compiled.target.arch(), compiled.line_info).map_err(fail)?;
+            device.bind()?;
+            // SAFETY: `cubin` is a cubin image that outlives the call.
+            unsafe { result::module::load_data(cubin.as_ptr().cast()) }
+        }
+        _ => {
+            let ptx = CString::new(compiled.ptx.as_str()).map_err(|_| fail("PTX text contains a NUL byte".into()))?;
+            device.bind()?;
+            if compiled.line_info {
+                load_with_line_tables(&ptx)
+            } else {
+                // SAFETY: `ptx` is a NUL-terminated PTX image that outlives the call.
+                unsafe { result::module::load_data(ptx.as_ptr().cast()) }
+            }
+        }
     }
     .map_err(|e| fail(RuntimeError::driver("cuModuleLoadData", e).to_string()))?;
     // SAFETY: `module` was just loaded.
@@ -224,7 +237,7 @@ impl Device {
                     emu: Some(emu),
                 }
             }
-            DeviceKind::Cuda(_) => {
+            DeviceKind::Cuda(..) => {
                 let target = key.target.or(self.info().target).expect("a CUDA device has a target");
                 let compiled = replay_dsl::compile(&ir, target)?;
                 let func = load_cuda(self, &key.kernel, &compiled)?;

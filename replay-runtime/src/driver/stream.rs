@@ -32,7 +32,7 @@ impl Device {
     /// are captured into graphs must be made this way.
     pub fn new_stream(&self) -> Result<Stream> {
         let kind = match &self.inner.kind {
-            DeviceKind::Cuda(ctx) => StreamKind::Cuda(
+            DeviceKind::Cuda(ctx, _) => StreamKind::Cuda(
                 ctx.new_stream()
                     .map_err(|e| RuntimeError::driver("cuStreamCreate", e))?,
             ),
@@ -47,7 +47,7 @@ impl Device {
     /// The device's default (legacy null) stream.
     pub fn default_stream(&self) -> Stream {
         let kind = match &self.inner.kind {
-            DeviceKind::Cuda(ctx) => StreamKind::Cuda(ctx.default_stream()),
+            DeviceKind::Cuda(ctx, _) => StreamKind::Cuda(ctx.default_stream()),
             DeviceKind::Interpreter | DeviceKind::Emulator => StreamKind::Host,
         };
         Stream {
@@ -59,7 +59,7 @@ impl Device {
     /// A new event with timing enabled.
     pub fn new_event(&self) -> Result<Event> {
         let kind = match &self.inner.kind {
-            DeviceKind::Cuda(ctx) => EventKind::Cuda(
+            DeviceKind::Cuda(ctx, _) => EventKind::Cuda(
                 ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                     .map_err(|e| RuntimeError::driver("cuEventCreate", e))?,
             ),

@@ -1,0 +1,173 @@
+//! Who turns a kernel's PTX into machine code on a GPU (`REPLAY_JIT`): the driver's JIT, or
+//! ptxas processes. The driver compiles one module at a time per process (an H200, driver
+//! 13.0: 24 modules of the verification kernel took 10.5–12 s on 1, 4 or 16 threads alike), so
+//! a tuning that compiles hundreds of candidates waits on it; ptxas processes run in parallel
+//! (the tuner preloads its candidates on several threads), and the driver then only loads
+//! their cubins.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How a CUDA device compiles the PTX it loads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Jit {
+    /// The driver's JIT (`cuModuleLoadData` of the PTX): the default.
+    Driver,
+    /// A ptxas process per module (this binary), then `cuModuleLoadData` of the cubin.
+    Ptxas(PathBuf),
+}
+
+impl Jit {
+    /// The mode `REPLAY_JIT` asks for (`driver`, the default when unset or empty, or `ptxas`),
+    /// looking up the environment with `var`. With `ptxas`, the binary is [`find_ptxas`]'s.
+    /// Errors: an unknown value, or `ptxas` with none found.
+    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<Jit, String> {
+        let value = var("REPLAY_JIT").map(|v| v.to_string_lossy().trim().to_ascii_lowercase());
+        match value.as_deref() {
+            None | Some("") | Some("driver") => Ok(Jit::Driver),
+            Some("ptxas") => find_ptxas(&var).map(Jit::Ptxas).ok_or_else(|| {
+                "REPLAY_JIT=ptxas, but no ptxas was found: set REPLAY_PTXAS to its path, or put it on \
+                 PATH or in $CUDA_HOME/bin"
+                    .to_string()
+            }),
+            Some(other) => Err(format!("REPLAY_JIT={other}: expected `driver` or `ptxas`")),
+        }
+    }
+}
+
+/// The ptxas binary: `$REPLAY_PTXAS`, else `ptxas` on `$PATH`, else in `$CUDA_HOME/bin`,
+/// `$CUDA_PATH/bin` or `/usr/local/cuda/bin` (the first that is a file), with the
+/// environment looked up with `var`.
+pub fn find_ptxas(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let set = |name: &str| var(name).filter(|v| !v.is_empty());
+    if let Some(p) = set("REPLAY_PTXAS") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let on_path = set("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("ptxas")).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let homes = ["CUDA_HOME", "CUDA_PATH"]
+        .into_iter()
+        .filter_map(|name| set(name).map(|h| PathBuf::from(h).join("bin/ptxas")));
+    on_path
+        .into_iter()
+        .chain(homes)
+        .chain([PathBuf::from("/usr/local/cuda/bin/ptxas")])
+        .find(|p| p.is_file())
+}
+
+/// The ptxas this repository's tests use: `$REPLAY_PTXAS`, else the one
+/// `scripts/install-ptxas.sh` (under `repo`) installs — the pinned version whose register and
+/// spill counts the snapshot tests check.
+pub fn repo_ptxas(repo: &Path) -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("REPLAY_PTXAS").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let script = repo.join("scripts/install-ptxas.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let path = String::from_utf8_lossy(&out.stdout);
+    let last = path.lines().last().map(str::trim).filter(|l| !l.is_empty());
+    last.map(PathBuf::from)
+        .ok_or_else(|| format!("{} printed no path", script.display()))
+}
+
+/// Compiles `ptx` for `arch` (e.g. `sm_90a`) with the ptxas at `ptxas` (with `-lineinfo`
+/// when `line_info`) and returns the cubin. Each call uses files of its own in the temporary
+/// directory, removed afterwards, so that calls may run in parallel. The error carries
+/// ptxas's message.
+pub fn compile_cubin(ptxas: &Path, ptx: &str, arch: &str, line_info: bool) -> Result<Vec<u8>, String> {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let stem = std::env::temp_dir().join(format!("replay-jit-{}-{call}", std::process::id()));
+    let (src, out) = (stem.with_extension("ptx"), stem.with_extension("cubin"));
+    let result = (|| {
+        std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
+        let mut cmd = Command::new(ptxas);
+        cmd.arg("-arch").arg(arch);
+        if line_info {
+            cmd.arg("-lineinfo");
+        }
+        let run = cmd
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
+        if !run.status.success() {
+            return Err(format!(
+                "{} failed ({}): {}",
+                ptxas.display(),
+                run.status,
+                String::from_utf8_lossy(&run.stderr).trim()
+            ));
+        }
+        std::fs::read(&out).map_err(|e| format!("reading {}: {e}", out.display()))
+    })();
+    let _ = std::fs::remove_file(&src);
+    let _ = std::fs::remove_file(&out);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let map: HashMap<String, OsString> = pairs.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        move |name: &str| map.get(name).cloned()
+    }
+
+    #[test]
+    fn the_driver_unless_ptxas_is_asked_for() {
+        assert_eq!(Jit::from_env(env(&[])), Ok(Jit::Driver));
+        assert_eq!(Jit::from_env(env(&[("REPLAY_JIT", "")])), Ok(Jit::Driver));
+        assert_eq!(Jit::from_env(env(&[("REPLAY_JIT", " Driver ")])), Ok(Jit::Driver));
+        let err = Jit::from_env(env(&[("REPLAY_JIT", "nvrtc")])).unwrap_err();
+        assert!(err.contains("REPLAY_JIT=nvrtc") && err.contains("`ptxas`"), "{err}");
+    }
+
+    #[test]
+    fn ptxas_asked_for_but_missing_is_an_error_naming_the_variable() {
+        let vars = [
+            ("REPLAY_JIT", "ptxas"),
+            ("REPLAY_PTXAS", "/nonexistent/ptxas"),
+            ("PATH", "/nonexistent"),
+        ];
+        let err = Jit::from_env(env(&vars)).unwrap_err();
+        assert!(err.contains("REPLAY_PTXAS"), "{err}");
+    }
+
+    #[test]
+    fn ptxas_is_found_on_path_and_by_the_variable_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for d in [&a, &b] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("ptxas"), "").unwrap();
+        }
+        let path = std::env::join_paths([dir.path().join("none"), a.clone(), b.clone()]).unwrap();
+        let path = path.to_str().unwrap();
+        assert_eq!(find_ptxas(env(&[("PATH", path)])), Some(a.join("ptxas")));
+        let named = b.join("ptxas");
+        let vars = [("PATH", path), ("REPLAY_PTXAS", named.to_str().unwrap())];
+        assert_eq!(find_ptxas(env(&vars)), Some(named));
+        let cuda = dir.path().join("cuda");
+        std::fs::create_dir_all(cuda.join("bin")).unwrap();
+        std::fs::write(cuda.join("bin/ptxas"), "").unwrap();
+        let home = [("PATH", "/nonexistent"), ("CUDA_HOME", cuda.to_str().unwrap())];
+        assert_eq!(find_ptxas(env(&home)), Some(cuda.join("bin/ptxas")));
+    }
+}
