@@ -741,6 +741,13 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     let mut tuner = tuner_in(&d, &dir, TuneMode::Force);
     let first = plans(Some(&mut tuner), TUNE, &p, batch, true, drafts).unwrap();
     assert!(first.choices.iter().all(|c| c.source == "tuned"), "{:?}", first.choices);
+    // Each choice carries its time: the stages ran candidates, so the total is not zero.
+    assert!(first.choices.iter().all(|c| c.seconds.is_finite() && c.seconds >= 0.0));
+    assert!(
+        first.choices.iter().map(|c| c.seconds).sum::<f64>() > 0.0,
+        "{:?}",
+        first.choices
+    );
     let entries = tuner.cache().len();
 
     let mut cached = tuner_in(&d, &dir, TuneMode::Cached);

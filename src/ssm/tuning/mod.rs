@@ -49,6 +49,9 @@ pub struct Choice {
     pub source: String,
     /// Candidates considered.
     pub candidates: usize,
+    /// Seconds the choice took (compiling and timing its candidates; ~0 from the cache).
+    #[serde(default)]
+    pub seconds: f64,
 }
 
 fn source_name(s: TuneSource) -> String {
@@ -137,12 +140,23 @@ pub fn plans(
     let replay = ReplayPlan::default_for(&shape, cands[0], 0);
     let verify = ReplayPlan::default_for(&shape, cands_v[0], verify_drafts);
     let mut choices = Vec::new();
+    // Each choice's time: since the previous one (the stages run one after the other).
+    let mut since = std::time::Instant::now();
     let mut note = |what: &str, value: String, source: TuneSource, n: usize| {
+        let seconds = since.elapsed().as_secs_f64();
+        since = std::time::Instant::now();
+        if source != TuneSource::Default {
+            eprintln!(
+                "replay: {what}: {value} ({}, {n} candidates, {seconds:.1} s)",
+                source_name(source)
+            );
+        }
         choices.push(Choice {
             what: what.into(),
             value,
             source: source_name(source),
             candidates: n,
+            seconds,
         })
     };
     let (replay, verify, two) = match tuner {
