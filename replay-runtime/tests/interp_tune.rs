@@ -217,3 +217,62 @@ fn schemes_time_windows_as_one_unit() {
     assert_eq!(again.source, TuneSource::Cache);
     assert_eq!(again.config, tuned.config);
 }
+
+#[test]
+fn exact_sizes_key_the_cache_as_they_are() {
+    let d = Device::interpreter();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tune-v1.json");
+    let mut t = tuner(&d, &path, TuneMode::Cached);
+    // `heads` 96 and 112 share the power-of-two bucket 128: as sizes one entry serves both, as
+    // exact sizes (a dimension the kernel is specialized on) each has its own.
+    let with = |heads: i64, exact: bool| {
+        let p = problem(200);
+        if exact {
+            p.exact_size("heads", heads)
+        } else {
+            p.size("n", 200).size("heads", heads)
+        }
+    };
+    assert_eq!(
+        t.tune::<Add>(&space(), &with(96, false)).unwrap().source,
+        TuneSource::Tuned
+    );
+    assert_eq!(
+        t.tune::<Add>(&space(), &with(112, false)).unwrap().source,
+        TuneSource::Cache
+    );
+    assert_eq!(
+        t.tune::<Add>(&space(), &with(96, true)).unwrap().source,
+        TuneSource::Tuned
+    );
+    assert_eq!(
+        t.tune::<Add>(&space(), &with(112, true)).unwrap().source,
+        TuneSource::Tuned
+    );
+    assert_eq!(
+        t.tune::<Add>(&space(), &with(96, true)).unwrap().source,
+        TuneSource::Cache
+    );
+    assert_eq!(TuneCache::open(&path).len(), 3);
+    // Constraints see exact sizes too.
+    let wide = SearchSpace::new()
+        .axis("BLOCK", [32, 64])
+        .axis("num_warps", [4])
+        .constraint("BLOCK below heads", |c: &AddConfig, ctx| {
+            ctx.size("heads").is_some_and(|h| c.block < h)
+        });
+    let tuned = t.tune::<Add>(&wide, &problem(200).exact_size("heads", 48)).unwrap();
+    assert_eq!(tuned.config.block, 32, "BLOCK 64 ≥ heads 48 is pruned");
+
+    // Schemes alike.
+    let scheme = |heads: i64| {
+        Scheme::new("exact", "exact sizes", |_, _, _| Ok(()))
+            .candidate([("L", 1)])
+            .size("n", 200)
+            .exact_size("heads", heads)
+    };
+    assert_eq!(t.tune_scheme(scheme(96)).unwrap().source, TuneSource::Tuned);
+    assert_eq!(t.tune_scheme(scheme(112)).unwrap().source, TuneSource::Tuned);
+    assert_eq!(t.tune_scheme(scheme(96)).unwrap().source, TuneSource::Cache);
+}

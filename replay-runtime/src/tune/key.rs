@@ -37,6 +37,10 @@ pub struct TuneKey {
     pub driver: (u32, u32),
     /// Problem sizes by name, bucketed to powers of two, sorted by name.
     pub shape: Vec<(String, u64)>,
+    /// Problem sizes keyed as they are, sorted by name: the dimensions a kernel is
+    /// specialized on (two models whose head counts share a bucket must not share results).
+    #[serde(default)]
+    pub exact: Vec<(String, i64)>,
 }
 
 impl TuneKey {
@@ -52,12 +56,20 @@ impl TuneKey {
             cc: device.compute_capability,
             driver: device.driver_version,
             shape,
+            exact: Vec::new(),
         }
+    }
+
+    /// The key with the sizes `exact` keyed as they are, not bucketed (order does not matter).
+    pub fn with_exact(mut self, exact: &[(&str, i64)]) -> TuneKey {
+        self.exact = exact.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        self.exact.sort();
+        self
     }
 }
 
 impl fmt::Display for TuneKey {
-    /// `kernel|hash|gpu|sm90|drv13.0|n=1024,m=64`
+    /// `kernel|hash|gpu|sm90|drv13.0|n=1024,m=64`, then `|heads=96,…` with exact sizes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -66,6 +78,9 @@ impl fmt::Display for TuneKey {
         )?;
         for (i, (n, v)) in self.shape.iter().enumerate() {
             write!(f, "{}{n}={v}", if i > 0 { "," } else { "" })?;
+        }
+        for (i, (n, v)) in self.exact.iter().enumerate() {
+            write!(f, "{}{n}={v}", if i > 0 { "," } else { "|" })?;
         }
         Ok(())
     }
@@ -134,6 +149,25 @@ mod tests {
         assert_ne!(
             base.to_string(),
             TuneKey::new("add", "src", &other, &[("n", 1000)]).to_string()
+        );
+    }
+
+    #[test]
+    fn exact_sizes_are_keyed_as_they_are() {
+        let key = |heads: i64| {
+            TuneKey::new("k", "src", &info(), &[("batch", 200)]).with_exact(&[("heads", heads), ("dv", 80)])
+        };
+        // 96 and 112 share a bucket (128) as sizes, not as exact sizes.
+        assert_eq!(
+            TuneKey::new("k", "src", &info(), &[("heads", 96)]),
+            TuneKey::new("k", "src", &info(), &[("heads", 112)])
+        );
+        assert_ne!(key(96).to_string(), key(112).to_string());
+        assert_eq!(key(96), key(96));
+        assert!(
+            key(96).to_string().ends_with("|batch=256|dv=80,heads=96"),
+            "{}",
+            key(96)
         );
     }
 }

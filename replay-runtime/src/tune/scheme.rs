@@ -18,6 +18,7 @@ pub struct Scheme<'a> {
     name: String,
     source: String,
     sizes: Vec<(String, i64)>,
+    exact: Vec<(String, i64)>,
     candidates: Vec<Values>,
     run: RunFn<'a>,
     output: Option<OutputFn<'a>>,
@@ -41,6 +42,7 @@ impl<'a> Scheme<'a> {
             name: name.to_string(),
             source: source.to_string(),
             sizes: Vec::new(),
+            exact: Vec::new(),
             candidates: Vec::new(),
             run: Box::new(run),
             output: None,
@@ -55,9 +57,16 @@ impl<'a> Scheme<'a> {
         self
     }
 
-    /// A problem size for the cache key.
+    /// A problem size for the cache key (bucketed to a power of two).
     pub fn size(mut self, name: &str, value: i64) -> Self {
         self.sizes.push((name.to_string(), value));
+        self
+    }
+
+    /// A problem size for the cache key as it is (not bucketed): a dimension the scheme's
+    /// kernels are specialized on.
+    pub fn exact_size(mut self, name: &str, value: i64) -> Self {
+        self.exact.push((name.to_string(), value));
         self
     }
 
@@ -95,7 +104,8 @@ impl Autotuner {
             });
         }
         let sizes: Vec<(&str, i64)> = scheme.sizes.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        let key = TuneKey::new(&scheme.name, &scheme.source, self.device.info(), &sizes);
+        let exact: Vec<(&str, i64)> = scheme.exact.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let key = TuneKey::new(&scheme.name, &scheme.source, self.device.info(), &sizes).with_exact(&exact);
         if let Some((best, record)) = self.cached(&key) {
             return Ok(Tuned {
                 config: best,

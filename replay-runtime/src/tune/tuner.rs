@@ -78,6 +78,7 @@ pub enum Fill {
 pub struct Problem<C> {
     scalars: Vec<(String, ScalarArg)>,
     sizes: Vec<(String, i64)>,
+    exact: Vec<(String, i64)>,
     grid: Arc<dyn Fn(&C) -> Grid + Send + Sync>,
     fills: Vec<(String, Fill)>,
     lens: Vec<(String, u64)>,
@@ -88,6 +89,7 @@ impl<C> std::fmt::Debug for Problem<C> {
         f.debug_struct("Problem")
             .field("scalars", &self.scalars)
             .field("sizes", &self.sizes)
+            .field("exact", &self.exact)
             .finish()
     }
 }
@@ -98,6 +100,7 @@ impl<C> Problem<C> {
         Problem {
             scalars: Vec::new(),
             sizes: Vec::new(),
+            exact: Vec::new(),
             grid: Arc::new(grid),
             fills: Vec::new(),
             lens: Vec::new(),
@@ -114,6 +117,13 @@ impl<C> Problem<C> {
     /// integer scalars are the sizes.
     pub fn size(mut self, name: &str, value: i64) -> Self {
         self.sizes.push((name.to_string(), value));
+        self
+    }
+
+    /// A problem size for the cache key as it is (not bucketed): a dimension the kernel is
+    /// specialized on (a constexpr), so that problems differing in it never share a result.
+    pub fn exact_size(mut self, name: &str, value: i64) -> Self {
+        self.exact.push((name.to_string(), value));
         self
     }
 
@@ -375,10 +385,13 @@ impl Autotuner {
         } else {
             problem.sizes.iter().map(|(n, v)| (n.as_str(), *v)).collect()
         };
+        let exact: Vec<(&str, i64)> = problem.exact.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        // Constraints see every size, bucketed or exact.
+        let known: Vec<(&str, i64)> = sizes.iter().chain(&exact).copied().collect();
         let info = self.device.info().clone();
         let ctx = PruneContext {
             device: &info,
-            sizes: &sizes,
+            sizes: &known,
         };
         let cands = space.candidates(&ctx);
         let Some(first) = cands.valid.first().cloned() else {
@@ -395,7 +408,7 @@ impl Autotuner {
                 record: None,
             });
         }
-        let key = TuneKey::new(K::NAME, K::SOURCE, &info, &sizes);
+        let key = TuneKey::new(K::NAME, K::SOURCE, &info, &sizes).with_exact(&exact);
         if let Some((best, record)) = self.cached(&key).filter(|(best, _)| space.admits(best)) {
             let named: Vec<(&str, i64)> = best.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             if let Ok(config) = K::Config::from_values(&named) {

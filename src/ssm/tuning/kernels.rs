@@ -4,8 +4,8 @@
 
 use super::space::{
     bv_values_conventional, bv_values_replay, bv_values_step, early_values, fixed_axes, flat_row_warps,
-    flush_row_values, replay_shortlist, shape_axes, shape_sizes, step_prefetch_values, verify_hb_values,
-    OccupancyHints, Shortlist, OCCUPANCY_HINTS, TILE_SHORTLIST,
+    flush_row_values, replay_shortlist, shape_axes, shape_dims, step_prefetch_values, verify_hb_values, OccupancyHints,
+    Shortlist, OCCUPANCY_HINTS, TILE_SHORTLIST,
 };
 use super::Result;
 use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid};
@@ -21,10 +21,12 @@ use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace};
 fn with_inputs<C>(
     problem: Problem<C>,
     fills: impl IntoIterator<Item = (&'static str, Fill)>,
-    sizes: impl IntoIterator<Item = (&'static str, i64)>,
+    batch: usize,
+    dims: impl IntoIterator<Item = (&'static str, i64)>,
 ) -> Problem<C> {
     let problem = fills.into_iter().fold(problem, |p, (n, f)| p.fill(n, f));
-    sizes.into_iter().fold(problem, |p, (n, v)| p.size(n, v))
+    let problem = problem.size("batch", batch as i64);
+    dims.into_iter().fold(problem, |p, (n, v)| p.exact_size(n, v))
 }
 
 fn param_fills(batch: usize) -> Vec<(&'static str, Fill)> {
@@ -70,7 +72,7 @@ pub fn tune_conventional(tuner: &mut Autotuner, shape: &ModelShape, batch: usize
         Problem::new(move |c: &<mamba2_decode::Kernel as KernelDef>::Config| flat_row_grid(&grid_shape, batch, c.BV))
             .scalar("batch", batch as i32)
             .scalar("slots", batch as i32 + 1);
-    let problem = with_inputs(problem, param_fills(batch), shape_sizes(shape, batch, gated));
+    let problem = with_inputs(problem, param_fills(batch), batch, shape_dims(shape, gated));
     let points = bv_values_conventional(shape).len() * flat_row_warps(batch).len() * OCCUPANCY_HINTS;
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
     Ok(Shortlist::of(&t, points, replay_shortlist(batch)))
@@ -144,11 +146,10 @@ pub fn tune_replay_tiles(
         .fill("meta", cycle_meta(window_states(window)))
         .fill("meta_out", Fill::Constant(0.0));
     // `cycle`: the counters span the window (results tuned mid-window only are not reused).
-    let sizes =
-        shape_sizes(shape, batch, gated)
-            .into_iter()
-            .chain([("L", window as i64), ("cycle", 1), ("lp", lp as i64)]);
-    let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), sizes);
+    let dims = shape_dims(shape, gated)
+        .into_iter()
+        .chain([("L", window as i64), ("cycle", 1), ("lp", lp as i64)]);
+    let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), batch, dims);
     let points = bv_values_step(shape).len()
         * flat_row_warps(batch).len()
         * OCCUPANCY_HINTS
@@ -199,14 +200,14 @@ pub fn tune_verify_tiles(
         .scalar("slots", batch as i32 + 1)
         .scalar("n_drafts", drafts as i32)
         .fill("meta", cycle_meta(verify_states(window, drafts, accepted)));
-    let sizes = shape_sizes(shape, batch, gated).into_iter().chain([
+    let dims = shape_dims(shape, gated).into_iter().chain([
         ("L", window as i64),
         ("T", drafts as i64),
         ("accepted", accepted as i64),
         ("cycle", 1),
         ("lp", lp as i64),
     ]);
-    let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), sizes);
+    let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), batch, dims);
     // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS, TIERS.
     let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 24;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
@@ -245,12 +246,12 @@ pub fn tune_fold_tiles(
         .into_iter()
         .chain(ring_fills())
         .filter(|(n, _)| *n != "dt_bias");
-    let sizes = shape_sizes(shape, batch, false).into_iter().chain([
+    let dims = shape_dims(shape, false).into_iter().chain([
         ("L", window as i64),
         ("T", drafts as i64),
         ("accepted", accepted as i64),
     ]);
-    let problem = with_inputs(problem, fills, sizes);
+    let problem = with_inputs(problem, fills, batch, dims);
     // × num_warps, FC.
     let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 8;
     let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;

@@ -6,9 +6,11 @@ use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::space::{value_of, values_of};
 use replay_runtime::tune::{PruneContext, SearchSpace, TuneSource, Tuned, Values};
 
-pub(super) fn shape_sizes(shape: &ModelShape, batch: usize, gated: bool) -> Vec<(&'static str, i64)> {
+/// A model shape's dimensions (and whether `z` gates), by which the SSM tunings are keyed as
+/// they are, not bucketed (the kernels are specialized on them; the batch is the one bucketed
+/// size).
+pub(super) fn shape_dims(shape: &ModelShape, gated: bool) -> Vec<(&'static str, i64)> {
     vec![
-        ("batch", batch as i64),
         ("heads", shape.heads as i64),
         ("groups", shape.groups as i64),
         ("dv", shape.dv as i64),

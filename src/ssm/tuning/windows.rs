@@ -3,7 +3,7 @@
 //! window `L` and tiles chosen together by timing them.
 
 use super::kernels::verify_states;
-use super::space::{shape_sizes, tiles_of};
+use super::space::{shape_dims, tiles_of};
 use super::Result;
 use crate::ssm::state::{
     ConventionalPlan, DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, ReplayPlan, StepIo, Tiles,
@@ -326,8 +326,9 @@ fn grid_values(windows: &[usize], tiles: &[Tiles]) -> Vec<Values> {
 /// Tunes the window `L` and the tiles together over `windows × tiles` (the first window with
 /// the first tiles first: the choice when tuning is off): each candidate gets a runner from
 /// `build(stream, L, tiles)` (the previous candidate's is dropped first, freeing its buffers),
-/// timed by `run`, `units(L)` steps per run. `sizes` key the cache, and so do the candidates
-/// (hashed with `source`): a cached choice is reused only for the same windows and tiles.
+/// timed by `run`, `units(L)` steps per run. The batch (bucketed) and `dims` (as they are) key
+/// the cache, and so do the candidates (hashed with `source`): a cached choice is reused only
+/// for the same windows and tiles.
 #[allow(clippy::too_many_arguments)]
 fn tune_window_scheme<R>(
     tuner: &mut Autotuner,
@@ -335,7 +336,7 @@ fn tune_window_scheme<R>(
     source: &str,
     windows: &[usize],
     tiles: &[Tiles],
-    sizes: Vec<(&str, i64)>,
+    (batch, dims): (usize, Vec<(&str, i64)>),
     units: impl Fn(usize) -> f64,
     mut build: impl FnMut(&Stream, usize, Tiles) -> Result<R>,
     run: impl Fn(&R, &Stream) -> Result<()>,
@@ -346,7 +347,7 @@ fn tune_window_scheme<R>(
         name,
         source,
         &candidates,
-        sizes,
+        (batch, dims),
         move |v| units(window_of(v).0),
         |s, v| {
             let (l, t) = window_of(v);
@@ -360,14 +361,15 @@ fn tune_window_scheme<R>(
 
 /// Tunes over `candidates` (the first one first: the choice when tuning is off), each timed
 /// by `run` on a runner from `build(stream, values)` (the previous candidate's dropped first),
-/// `units(values)` per run; `sizes`, `source` and the candidates key the cache.
+/// `units(values)` per run; the batch (bucketed), `dims` (as they are), `source` and the
+/// candidates key the cache.
 #[allow(clippy::too_many_arguments)]
 fn tune_values<R>(
     tuner: &mut Autotuner,
     name: &str,
     source: &str,
     candidates: &[Values],
-    sizes: Vec<(&str, i64)>,
+    (batch, dims): (usize, Vec<(&str, i64)>),
     units: impl Fn(&Values) -> f64,
     mut build: impl FnMut(&Stream, &Values) -> Result<R>,
     run: impl Fn(&R, &Stream) -> Result<()>,
@@ -385,8 +387,9 @@ fn tune_values<R>(
     for v in candidates {
         scheme = scheme.candidate(v.iter().map(|(n, x)| (n.as_str(), *x)));
     }
-    for (n, v) in sizes {
-        scheme = scheme.size(n, v);
+    scheme = scheme.size("batch", batch as i64);
+    for (n, v) in dims {
+        scheme = scheme.exact_size(n, v);
     }
     let t = tuner.tune_scheme(scheme)?;
     Ok((t.config, t.source))
@@ -480,8 +483,8 @@ impl VerifyCycles<'_> {
             gated,
             accepted,
         } = *self;
-        let mut sizes = shape_sizes(&shape, batch, gated);
-        sizes.extend([
+        let mut dims = shape_dims(&shape, gated);
+        dims.extend([
             ("T", plan.max_drafts as i64),
             ("accepted", accepted as i64),
             ("lp", plan.lp as i64),
@@ -491,7 +494,7 @@ impl VerifyCycles<'_> {
             name,
             &window_scheme_source(kernels),
             candidates,
-            sizes,
+            (batch, dims),
             move |v| verify_run_cycles(window_of(v).0, plan.max_drafts, accepted) as f64,
             |s, v| VerifyRunner::new(s, shape, params, batch, gated, place(plan, v), accepted),
             VerifyRunner::run,
@@ -524,7 +527,7 @@ pub fn tune_conventional_steps(
         &source,
         &[steps],
         tiles,
-        shape_sizes(&shape, batch, gated),
+        (batch, shape_dims(&shape, gated)),
         |_| steps as f64,
         |s, _, t| ConventionalRunner::new(s, shape, params, batch, gated, t),
         ConventionalRunner::run,
@@ -556,15 +559,15 @@ pub fn tune_window(
         fold: tiles,
         lp,
     };
-    let mut sizes = shape_sizes(&shape, batch, gated);
-    sizes.push(("lp", lp as i64));
+    let mut dims = shape_dims(&shape, gated);
+    dims.push(("lp", lp as i64));
     tune_window_scheme(
         tuner,
         "mamba2_replay_window",
         &source,
         windows,
         tiles,
-        sizes,
+        (batch, dims),
         |l| window_run_steps(l) as f64,
         |s, l, t| WindowRunner::new(s, shape, params, batch, gated, plan(l, t)),
         WindowRunner::run,
