@@ -7,7 +7,7 @@ mod common;
 
 use common::{Add, AddConfig};
 use replay_dsl::{compile, KernelDef, Specialization, Target};
-use replay_runtime::driver::ptxas::{compile_cubin, repo_ptxas, Jit};
+use replay_runtime::driver::ptxas::{cached_cubin, compile_cubin, repo_ptxas, Jit};
 use replay_runtime::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -81,6 +81,56 @@ fn compilations_on_several_threads_do_not_share_files() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(alone, together, "each thread's cubin is its own PTX's");
+}
+
+#[test]
+fn cubins_are_cached_and_a_damaged_one_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cubin");
+    let ptx = add_ptx(&AddConfig::default(), Target::Sm90);
+    let files = || -> Vec<PathBuf> {
+        let mut f: Vec<PathBuf> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
+        f.sort();
+        f
+    };
+    let first = cached_cubin(ptxas(), &ptx, "sm_90a", false, Some(&cache)).unwrap();
+    assert_eq!(first, compile_cubin(ptxas(), &ptx, "sm_90a", false).unwrap());
+    let stored = files();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(std::fs::read(&stored[0]).unwrap(), first);
+    // A hit returns the stored bytes: a marker appended to the file comes back.
+    let mut marked = first.clone();
+    marked.extend_from_slice(b"cached");
+    std::fs::write(&stored[0], &marked).unwrap();
+    assert_eq!(
+        cached_cubin(ptxas(), &ptx, "sm_90a", false, Some(&cache)).unwrap(),
+        marked
+    );
+    // Another target's PTX, line tables or another configuration: entries of their own.
+    let ptx_100 = add_ptx(&AddConfig::default(), Target::Sm100);
+    cached_cubin(ptxas(), &ptx_100, "sm_100a", false, Some(&cache)).unwrap();
+    cached_cubin(ptxas(), &ptx, "sm_90a", true, Some(&cache)).unwrap();
+    let other = add_ptx(
+        &AddConfig {
+            block: 128,
+            ..AddConfig::default()
+        },
+        Target::Sm90,
+    );
+    cached_cubin(ptxas(), &other, "sm_90a", false, Some(&cache)).unwrap();
+    assert_eq!(files().len(), 4);
+    // A damaged entry (not an ELF image) is compiled again and replaced.
+    std::fs::write(&stored[0], b"not a cubin").unwrap();
+    assert_eq!(
+        cached_cubin(ptxas(), &ptx, "sm_90a", false, Some(&cache)).unwrap(),
+        first
+    );
+    assert_eq!(std::fs::read(&stored[0]).unwrap(), first);
+    // A cache folder that cannot be created costs only the caching.
+    let blocked = dir.path().join("file");
+    std::fs::write(&blocked, b"").unwrap();
+    let uncached = cached_cubin(ptxas(), &ptx, "sm_90a", false, Some(&blocked.join("cubin"))).unwrap();
+    assert_eq!(uncached, first);
 }
 
 /// Fresh pseudo-random values in [-1, 1) (xorshift, seeded from the clock).

@@ -3,7 +3,7 @@
 //! target).
 
 use super::device::{Device, DeviceKind};
-use super::ptxas::{compile_cubin, Jit};
+use super::ptxas::{cached_cubin, default_cubin_dir, Jit};
 use crate::error::{Result, RuntimeError};
 use cudarc::driver::{result, sys, CudaContext};
 use replay_dsl::ir::Kernel;
@@ -109,9 +109,10 @@ fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaF
     let entry = CString::new(compiled.entry.as_str()).map_err(|_| fail("entry name contains a NUL byte".into()))?;
     let module = match device.jit() {
         Some(Jit::Ptxas(ptxas)) => {
-            // Compiled before the context is bound: calls on several threads run in parallel.
-            let cubin =
-                compile_cubin(ptxas, &compiled.ptx, compiled.target.arch(), compiled.line_info).map_err(fail)?;
+            // Compiled (or found in the cubin cache) before the context is bound: calls on
+            // several threads run in parallel.
+            let (arch, dir) = (compiled.target.arch(), default_cubin_dir());
+            let cubin = cached_cubin(ptxas, &compiled.ptx, arch, compiled.line_info, dir.as_deref()).map_err(fail)?;
             device.bind()?;
             // SAFETY: `cubin` is a cubin image that outlives the call.
             unsafe { result::module::load_data(cubin.as_ptr().cast()) }

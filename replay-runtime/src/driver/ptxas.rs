@@ -3,7 +3,7 @@
 //! 13.0: 24 modules of the verification kernel took 10.5–12 s on 1, 4 or 16 threads alike), so
 //! a tuning that compiles hundreds of candidates waits on it; ptxas processes run in parallel
 //! (the tuner preloads its candidates on several threads), and the driver then only loads
-//! their cubins.
+//! their cubins, which are cached on disk like the driver's own JIT results.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -81,6 +81,69 @@ pub fn repo_ptxas(repo: &Path) -> Result<PathBuf, String> {
     let last = path.lines().last().map(str::trim).filter(|l| !l.is_empty());
     last.map(PathBuf::from)
         .ok_or_else(|| format!("{} printed no path", script.display()))
+}
+
+/// [`compile_cubin`] through a cache of cubins in `dir` (none: no cache), keyed by the hash
+/// of the PTX, `arch`, `line_info` and the ptxas binary (its path, size and modification
+/// time): a process that loads the same kernels again skips ptxas, as the driver's own cache
+/// does for its JIT. A cached file that is not an ELF image is reported on stderr and
+/// rebuilt; a cache that cannot be written only costs the next process a compilation.
+pub fn cached_cubin(
+    ptxas: &Path,
+    ptx: &str,
+    arch: &str,
+    line_info: bool,
+    dir: Option<&Path>,
+) -> Result<Vec<u8>, String> {
+    let Some((dir, binary)) = dir.zip(std::fs::metadata(ptxas).ok()) else {
+        return compile_cubin(ptxas, ptx, arch, line_info);
+    };
+    let modified = binary
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    let identity = format!(
+        "{}\n{}\n{:?}\n{arch}\n{line_info}\n",
+        ptxas.display(),
+        binary.len(),
+        modified
+    );
+    let file = dir.join(format!("{}.cubin", hash_hex(&identity, ptx)));
+    match std::fs::read(&file) {
+        Ok(bytes) if is_elf(&bytes) => return Ok(bytes),
+        Ok(_) => eprintln!("replay: warning: {} is not a cubin; compiling it again", file.display()),
+        Err(_) => {}
+    }
+    let cubin = compile_cubin(ptxas, ptx, arch, line_info)?;
+    // Written whole under another name, then renamed: a reader never sees half a file.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{}.{n}.tmp", std::process::id()));
+    let stored = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, &cubin))
+        .and_then(|()| std::fs::rename(&tmp, &file));
+    if stored.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    Ok(cubin)
+}
+
+/// Whether `bytes` start as an ELF image (what ptxas writes).
+fn is_elf(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x7fELF")
+}
+
+/// The first 32 hex digits of the SHA-256 of `identity` then `ptx`.
+fn hash_hex(identity: &str, ptx: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new().chain_update(identity).chain_update(ptx).finalize();
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where `REPLAY_JIT=ptxas` keeps its cubins: `cubin/` beside the tuning cache
+/// ([`crate::tune::cache::default_cache_path`]); `None` without a cache folder.
+pub fn default_cubin_dir() -> Option<PathBuf> {
+    crate::tune::cache::default_cache_path().and_then(|p| p.parent().map(|d| d.join("cubin")))
 }
 
 /// Compiles `ptx` for `arch` (e.g. `sm_90a`) with the ptxas at `ptxas` (with `-lineinfo`
