@@ -18,6 +18,10 @@
 #            --plans F for each file F in $AB_PLANS (default the v14 Super results), the file's
 #            models and batches unless $AB_MODEL / $AB_BATCH name them, --drafts $AB_DRAFTS
 #            (default 8); each run at most $AB_RUN_LIMIT seconds (default 120)
+#   jit      the driver's JIT against REPLAY_JIT=ptxas: a forced tuning of Nano at B=1, T=8 in
+#            each mode (fresh caches; each run cut at $JIT_TUNE_LIMIT s, default 250: the stages
+#            it finished and their seconds are on stderr and in the JSON), then the v28 plans
+#            timed in each mode, alternated, two rounds (the cubins must run as fast)
 #   ncu      Nsight Compute on the conventional, replay-step, verify and fold kernels (models
 #            $NCU_MODELS, kernels $NCU_KERNELS, batch $NCU_BATCH; default all, B=256, T=8; tuned plans when
 #            the cache has them; speed of light, occupancy, warp states, instruction mix,
@@ -106,6 +110,23 @@ ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternate
   done
 }
 
+jit() { # the driver's JIT against ptxas cubins: tuning time, then speed at equal plans
+  local mode round
+  for mode in driver ptxas; do
+    echo "== tuning with REPLAY_JIT=$mode"
+    XDG_CACHE_HOME=$(mktemp -d) REPLAY_JIT=$mode REPLAY_TUNE=force timeout "${JIT_TUNE_LIMIT:-250}" \
+      "$bin" bench-ssm --model nemotron3-nano-4b --batch 1 --drafts 8 --json "$out/jit-tune-$mode.json" 2>&1 |
+      grep -E '^replay: |verify|ms' || true
+  done
+  for round in 1 2; do
+    for mode in driver ptxas; do
+      echo "== REPLAY_JIT=$mode, round $round"
+      REPLAY_JIT=$mode timeout 120 "$bin" bench-ssm --plans bench/results/ssm-h200-v28-b256.json --drafts 8 \
+        --json "$out/jit-bench-$mode-$round.json" | grep -E '^nemotron' || return 1
+    done
+  done
+}
+
 racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of the dot products
   export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
   local sanitize=(compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1)
@@ -124,8 +145,9 @@ for s in "${steps[@]}"; do
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
+    jit) export -f jit; export out bin; step jit 580 bash -c jit ;;
     ab) export -f ab file_field; export out bin; step ab 540 bash -c ab ;;
-    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, ab)" >&2; failed=$((failed + 1)) ;;
+    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, ab, jit)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 exit "$failed"
