@@ -234,26 +234,12 @@ fn exact_sizes_key_the_cache_as_they_are() {
             p.size("n", 200).size("heads", heads)
         }
     };
-    assert_eq!(
-        t.tune::<Add>(&space(), &with(96, false)).unwrap().source,
-        TuneSource::Tuned
-    );
-    assert_eq!(
-        t.tune::<Add>(&space(), &with(112, false)).unwrap().source,
-        TuneSource::Cache
-    );
-    assert_eq!(
-        t.tune::<Add>(&space(), &with(96, true)).unwrap().source,
-        TuneSource::Tuned
-    );
-    assert_eq!(
-        t.tune::<Add>(&space(), &with(112, true)).unwrap().source,
-        TuneSource::Tuned
-    );
-    assert_eq!(
-        t.tune::<Add>(&space(), &with(96, true)).unwrap().source,
-        TuneSource::Cache
-    );
+    let sources: Vec<TuneSource> = [(96, false), (112, false), (96, true), (112, true), (96, true)]
+        .into_iter()
+        .map(|(heads, exact)| t.tune::<Add>(&space(), &with(heads, exact)).unwrap().source)
+        .collect();
+    use TuneSource::{Cache, Tuned};
+    assert_eq!(sources, [Tuned, Cache, Tuned, Tuned, Cache]);
     assert_eq!(TuneCache::open(&path).len(), 3);
     // Constraints see exact sizes too.
     let wide = SearchSpace::new()

@@ -66,17 +66,7 @@ pub fn repo_ptxas(repo: &Path) -> Result<PathBuf, String> {
         return Ok(PathBuf::from(p));
     }
     let script = repo.join("scripts/install-ptxas.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .map_err(|e| format!("running {}: {e}", script.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    let out = run(Command::new("bash").arg(&script), &script)?;
     let path = String::from_utf8_lossy(&out.stdout);
     let last = path.lines().last().map(str::trim).filter(|l| !l.is_empty());
     last.map(PathBuf::from)
@@ -128,6 +118,22 @@ pub fn cached_cubin(
     Ok(cubin)
 }
 
+/// Runs `cmd` (the program `what`): its output when it succeeds, else an error with its
+/// status and stderr.
+fn run(cmd: &mut Command, what: &Path) -> Result<std::process::Output, String> {
+    let out = cmd.output().map_err(|e| format!("running {}: {e}", what.display()))?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "{} failed ({}): {}",
+            what.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// Whether `bytes` start as an ELF image (what ptxas writes).
 fn is_elf(bytes: &[u8]) -> bool {
     bytes.starts_with(b"\x7fELF")
@@ -162,20 +168,7 @@ pub fn compile_cubin(ptxas: &Path, ptx: &str, arch: &str, line_info: bool) -> Re
         if line_info {
             cmd.arg("-lineinfo");
         }
-        let run = cmd
-            .arg("-o")
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
-        if !run.status.success() {
-            return Err(format!(
-                "{} failed ({}): {}",
-                ptxas.display(),
-                run.status,
-                String::from_utf8_lossy(&run.stderr).trim()
-            ));
-        }
+        run(cmd.arg("-o").arg(&out).arg(&src), ptxas)?;
         std::fs::read(&out).map_err(|e| format!("reading {}: {e}", out.display()))
     })();
     let _ = std::fs::remove_file(&src);
