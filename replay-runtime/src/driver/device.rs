@@ -14,7 +14,8 @@ use std::sync::Arc;
 /// Which engine runs kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// An NVIDIA GPU through the CUDA driver (PTX JIT-compiled by the driver).
+    /// An NVIDIA GPU through the CUDA driver (PTX compiled by the driver's JIT, or by ptxas
+    /// with `REPLAY_JIT=ptxas`).
     Cuda,
     /// The CPU interpreter of the tile IR (like `TRITON_INTERPRET=1`).
     Interpreter,
