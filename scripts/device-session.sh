@@ -56,10 +56,20 @@ step() { # name, limit (s), command...
   fi
 }
 
+# The toolkit's ptxas on this machine (no network to install one): $REPLAY_PTXAS, else on PATH,
+# else beside nvcc, else /usr/local/cuda/bin/ptxas.
+toolkit_ptxas() {
+  local nvcc
+  [[ -n ${REPLAY_PTXAS:-} ]] && { echo "$REPLAY_PTXAS"; return; }
+  command -v ptxas && return
+  nvcc=$(command -v nvcc) && [[ -x ${nvcc%/*}/ptxas ]] && { echo "${nvcc%/*}/ptxas"; return; }
+  echo /usr/local/cuda/bin/ptxas
+}
+
 gpu_tests() {
   export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
-  # ptxas_jit compiles with a ptxas: the toolkit's on this machine (no network to install one).
-  [[ -n ${REPLAY_PTXAS:-} ]] || export REPLAY_PTXAS=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
+  REPLAY_PTXAS=$(toolkit_ptxas) # ptxas_jit compiles with it
+  export REPLAY_PTXAS
   for t in .carry/tests/*; do
     echo "== $t"
     "$t" --test-threads=1 --skip ptx_assembles --skip scan_variants_assemble || return 1
@@ -112,6 +122,9 @@ ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternate
 
 jit() { # the driver's JIT against ptxas cubins: tuning time, then speed at equal plans
   local mode round
+  REPLAY_PTXAS=$(toolkit_ptxas)
+  export REPLAY_PTXAS
+  echo "ptxas: $REPLAY_PTXAS ($("$REPLAY_PTXAS" --version | tail -1))"
   for mode in driver ptxas; do
     echo "== tuning with REPLAY_JIT=$mode"
     XDG_CACHE_HOME=$(mktemp -d) REPLAY_JIT=$mode REPLAY_TUNE=force timeout "${JIT_TUNE_LIMIT:-250}" \
@@ -136,7 +149,7 @@ racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of t
 
 for s in "${steps[@]}"; do
   case $s in
-    tests) export -f gpu_tests; step tests 240 bash -c gpu_tests ;;
+    tests) export -f gpu_tests toolkit_ptxas; step tests 240 bash -c gpu_tests ;;
     memcheck) step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
       "$bin" bench-ssm --model nemotron3-super-120b --batch 16 --drafts 8 --no-tune ;;
     racecheck) export -f racecheck; step racecheck 240 bash -c racecheck ;;
@@ -145,7 +158,7 @@ for s in "${steps[@]}"; do
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
-    jit) export -f jit; export out bin; step jit 580 bash -c jit ;;
+    jit) export -f jit toolkit_ptxas; export out bin; step jit 580 bash -c jit ;;
     ab) export -f ab file_field; export out bin; step ab 540 bash -c ab ;;
     *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, ab, jit)" >&2; failed=$((failed + 1)) ;;
   esac
