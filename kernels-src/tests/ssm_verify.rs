@@ -330,6 +330,34 @@ fn speculative_window_4_drafts_3() {
     });
 }
 
+/// Two warps on 32 value rows: one m16 row tile each, no K split across warps (the per-warp
+/// shape of Super's tile that Nano's 80 rows could take), with Nano's options (ASYNC, record
+/// tiers, each head's weights in its iteration), in both state precisions.
+#[test]
+fn two_warps_take_one_row_tile_each() {
+    for (i, lp) in [false, true].into_iter().enumerate() {
+        run(Case {
+            shape: TUNING,
+            l: 16,
+            t_max: 4,
+            steps: 60,
+            p_decode: 0.2,
+            gated: true,
+            bv: 32,
+            hb: 2,
+            warps: 2,
+            fc: 32,
+            prefetch: false,
+            shared_weights: false,
+            async_copy: true,
+            tiers: true,
+            early: false,
+            lp,
+            seed: 300 + i as u64,
+        });
+    }
+}
+
 #[test]
 fn speculative_window_16_drafts_4_one_head_per_program() {
     run(Case {
