@@ -341,12 +341,11 @@ fn tune_window_scheme<R>(
     mut build: impl FnMut(&Stream, usize, Tiles) -> Result<R>,
     run: impl Fn(&R, &Stream) -> Result<()>,
 ) -> Result<WindowChoice> {
-    let candidates = grid_values(windows, tiles);
-    let (chosen, source) = tune_values(
+    tune_values(
         tuner,
         name,
         source,
-        &candidates,
+        &grid_values(windows, tiles),
         (batch, dims),
         move |v| units(window_of(v).0),
         |s, v| {
@@ -354,15 +353,13 @@ fn tune_window_scheme<R>(
             build(s, l, t)
         },
         run,
-    )?;
-    let (window, tiles) = window_of(&chosen);
-    Ok(WindowChoice { window, tiles, source })
+    )
 }
 
-/// Tunes over `candidates` (the first one first: the choice when tuning is off), each timed
-/// by `run` on a runner from `build(stream, values)` (the previous candidate's dropped first),
-/// `units(values)` per run; the batch (bucketed), `dims` (as they are), `source` and the
-/// candidates key the cache.
+/// Tunes over `candidates` ([`window_values`]; the first one first: the choice when tuning is
+/// off), each timed by `run` on a runner from `build(stream, values)` (the previous
+/// candidate's dropped first), `units(values)` per run; the batch (bucketed), `dims` (as they
+/// are), `source` and the candidates key the cache.
 #[allow(clippy::too_many_arguments)]
 fn tune_values<R>(
     tuner: &mut Autotuner,
@@ -373,7 +370,7 @@ fn tune_values<R>(
     units: impl Fn(&Values) -> f64,
     mut build: impl FnMut(&Stream, &Values) -> Result<R>,
     run: impl Fn(&R, &Stream) -> Result<()>,
-) -> Result<(Values, TuneSource)> {
+) -> Result<WindowChoice> {
     let keyed_source = format!("{source}\n// candidates: {candidates:?}");
     let mut current: Option<(Values, R)> = None;
     let mut scheme = Scheme::new(name, &keyed_source, move |v, s: &Stream, _i| {
@@ -392,7 +389,12 @@ fn tune_values<R>(
         scheme = scheme.exact_size(n, v);
     }
     let t = tuner.tune_scheme(scheme)?;
-    Ok((t.config, t.source))
+    let (window, tiles) = window_of(&t.config);
+    Ok(WindowChoice {
+        window,
+        tiles,
+        source: t.source,
+    })
 }
 
 /// The source that keys a window scheme's cache entry: the timed kernel's, then those of the
@@ -431,14 +433,11 @@ impl VerifyCycles<'_> {
         tiles: &[Tiles],
         windows: &[usize],
     ) -> Result<WindowChoice> {
-        let candidates = grid_values(windows, tiles);
         let source = mamba2_verify::Kernel::SOURCE;
-        let (v, source) = self.tune(tuner, plan, "mamba2_verify_window", source, &candidates, |p, v| {
+        self.tune(tuner, plan, "mamba2_verify_window", source, (windows, tiles), |p, v| {
             let (window, verify) = window_of(v);
             ReplayPlan { window, verify, ..p }
-        })?;
-        let (window, tiles) = window_of(&v);
-        Ok(WindowChoice { window, tiles, source })
+        })
     }
 
     /// The fold's tiles of `plan` (its window and verification chosen) among `tiles`. The
@@ -455,27 +454,31 @@ impl VerifyCycles<'_> {
             mamba2_verify::Kernel::SOURCE,
             plan.verify.show()
         );
-        let candidates = grid_values(&[plan.window], tiles);
-        let (v, source) = self.tune(tuner, plan, "mamba2_fold_cycles", &kernels, &candidates, |p, v| {
-            let (window, fold) = window_of(v);
-            ReplayPlan { window, fold, ..p }
-        })?;
-        let (window, tiles) = window_of(&v);
-        Ok(WindowChoice { window, tiles, source })
+        self.tune(
+            tuner,
+            plan,
+            "mamba2_fold_cycles",
+            &kernels,
+            (&[plan.window], tiles),
+            |p, v| {
+                let (window, fold) = window_of(v);
+                ReplayPlan { window, fold, ..p }
+            },
+        )
     }
 
-    /// The candidate with the least time per cycle, each put into `plan` by
-    /// `place(plan, values)`; `kernels` (with the commit and admit kernels') keys the cache
-    /// under `name`.
+    /// The window and tiles among `windows × tiles` with the least time per cycle, each
+    /// candidate put into `plan` by `place(plan, values)`; `kernels` (with the commit and admit
+    /// kernels') keys the cache under `name`.
     fn tune(
         &self,
         tuner: &mut Autotuner,
         plan: ReplayPlan,
         name: &str,
         kernels: &str,
-        candidates: &[Values],
+        (windows, tiles): (&[usize], &[Tiles]),
         place: impl Fn(ReplayPlan, &Values) -> ReplayPlan,
-    ) -> Result<(Values, TuneSource)> {
+    ) -> Result<WindowChoice> {
         let Self {
             shape,
             params,
@@ -493,7 +496,7 @@ impl VerifyCycles<'_> {
             tuner,
             name,
             &window_scheme_source(kernels),
-            candidates,
+            &grid_values(windows, tiles),
             (batch, dims),
             move |v| verify_run_cycles(window_of(v).0, plan.max_drafts, accepted) as f64,
             |s, v| VerifyRunner::new(s, shape, params, batch, gated, place(plan, v), accepted),

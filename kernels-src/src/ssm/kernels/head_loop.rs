@@ -18,21 +18,6 @@ pub(super) struct HeadLoads<'a, R, E> {
 /// and its two parts of inputs.
 pub(super) type PerHead<'a, R, E> = dyn Fn(Tile<i32>, &dyn Fn() -> Tile<f32>, R, E) + 'a;
 
-/// The queries `Qᵀ` `[DK, tq]` of group `g` (`groups` of them, `dk` wide) for the draft tokens
-/// `tok_s` `[tq]` of a `[tokens, groups, dk]` buffer, `kk = arange(dk)`.
-pub(super) fn group_queries(
-    cmat: Tile<Ptr<bf16>>,
-    tok_s: Tile<i32>,
-    g: Tile<i32>,
-    (groups, dk): (usize, usize),
-    kk: Tile<i32>,
-) -> Tile<bf16> {
-    load(
-        cmat + ((tok_s * groups + g) * dk).expand_dims(0) + kk.expand_dims(1),
-        true,
-    )
-}
-
 /// Where the head loop reads each head's checkpoint rows (element type `T`: the f32
 /// checkpoint, or its f16 copy) and the queries it multiplies them with.
 pub(super) struct HeadRows<'a, T: Float> {

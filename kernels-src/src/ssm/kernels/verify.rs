@@ -1,6 +1,6 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
-use super::head_loop::{group_queries, head_loop, HeadLoads, HeadRows};
+use super::head_loop::{head_loop, HeadLoads, HeadRows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -187,7 +187,10 @@ pub fn mamba2_verify(
             let krow =
                 |base: Tile<Ptr<bf16>>, r: Tile<i32>| base + (r * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0);
             // The group's queries Qᵀ [DK, tq], keys of the records [nr, DK] and Kᵀ Q [nr, tq].
-            let q_bf = group_queries(cmat, tok_s, g, (GROUPS, DK), kk);
+            let q_bf = load(
+                cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + kk.expand_dims(1),
+                true,
+            );
             let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
             let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
             let kq = dot(keys, q_bf); // bf16 products are exact in f32
