@@ -1,4 +1,5 @@
-//! `REPLAY_JIT=ptxas`: kernels compiled to cubins by ptxas processes. The compilation runs
+//! Kernels compiled to cubins by ptxas processes (`REPLAY_JIT`'s default where a ptxas is
+//! found), and the driver's JIT they fall back to. The compilation runs
 //! everywhere (ptxas: `$REPLAY_PTXAS`, else installed by `scripts/install-ptxas.sh`; on a GPU
 //! machine without network, point `REPLAY_PTXAS` at the toolkit's); loading and launching the
 //! cubins needs a GPU (skipped without one, saying so).
@@ -149,23 +150,20 @@ fn random(n: usize) -> Vec<f32> {
         .collect()
 }
 
-#[test]
-fn kernels_load_and_run_from_ptxas_cubins_on_a_gpu() {
-    let d = match Device::cuda_with(0, Jit::Ptxas(ptxas().clone())) {
+/// Loads `add` at several configurations on several threads at once on a GPU compiling with
+/// `jit`, launches each and checks every element against float64; `false` without a GPU.
+fn add_runs_correctly(jit: Jit) -> Result<bool, RuntimeError> {
+    let d = match Device::cuda_with(0, jit.clone()) {
         Ok(d) => d,
-        Err(RuntimeError::NoDriver { .. }) | Err(RuntimeError::NoDevice { .. }) => {
-            eprintln!("skipped: no CUDA GPU");
-            return;
-        }
+        Err(RuntimeError::NoDriver { .. }) | Err(RuntimeError::NoDevice { .. }) => return Ok(false),
         Err(e) => panic!("opening the GPU failed: {e}"),
     };
-    assert_eq!(d.jit(), Some(&Jit::Ptxas(ptxas().clone())));
+    assert_eq!(d.jit(), Some(&jit));
     let s = d.new_stream().unwrap();
     let n = 100_003usize;
     let (xs, ys) = (random(n), random(n));
     let x = DeviceBuffer::from_host(&s, &xs).unwrap();
     let y = DeviceBuffer::from_host(&s, &ys).unwrap();
-    // Several configurations loaded on several threads at once, then each launched.
     let configs: Vec<AddConfig> = [64i64, 128, 256, 1024]
         .map(|block| AddConfig {
             block,
@@ -173,27 +171,68 @@ fn kernels_load_and_run_from_ptxas_cubins_on_a_gpu() {
             num_warps: 4,
         })
         .into();
-    std::thread::scope(|sc| {
-        for c in &configs {
-            let d = &d;
-            sc.spawn(move || d.load::<Add>(c, &Specialization::default()).unwrap());
-        }
+    let loaded: Vec<_> = std::thread::scope(|sc| {
+        let loads: Vec<_> = configs
+            .iter()
+            .map(|c| {
+                let d = &d;
+                sc.spawn(move || d.load::<Add>(c, &Specialization::default()).map(|_| ()))
+            })
+            .collect();
+        loads.into_iter().map(|l| l.join().unwrap()).collect()
     });
+    loaded.into_iter().collect::<Result<Vec<()>, _>>()?;
     for c in configs {
         let block = c.block as u64;
         let k = CompiledKernel::<Add>::lazy(&d, c);
         let mut out = DeviceBuffer::from_host(&s, &vec![f32::NAN; n]).unwrap();
-        k.launch(&s, Grid::cdiv(n as u64, block), (&x, &y, &mut out, n as i32))
-            .unwrap();
+        k.launch(&s, Grid::cdiv(n as u64, block), (&x, &y, &mut out, n as i32))?;
         let got = out.to_host(&s).unwrap();
         for i in 0..n {
             let want = xs[i] as f64 + ys[i] as f64;
             let err = (got[i] as f64 - want).abs();
             assert!(
                 err <= 1e-6 * want.abs().max(1.0),
-                "block {block}, element {i}: {} vs {want}",
+                "{jit:?}, block {block}, element {i}: {} vs {want}",
                 got[i]
             );
         }
+    }
+    Ok(true)
+}
+
+#[test]
+fn kernels_load_and_run_from_ptxas_cubins_and_the_drivers_jit_on_a_gpu() {
+    for jit in [
+        Jit::Ptxas(ptxas().clone()),
+        Jit::PtxasOrDriver(ptxas().clone()),
+        Jit::Driver,
+    ] {
+        if !add_runs_correctly(jit.clone()).unwrap_or_else(|e| panic!("{jit:?}: {e}")) {
+            eprintln!("skipped: no CUDA GPU");
+            return;
+        }
+    }
+}
+
+#[test]
+fn a_failing_ptxas_falls_back_to_the_drivers_jit_unless_ptxas_was_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("ptxas");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\necho 'ptxas fatal: this ptxas is broken' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    match add_runs_correctly(Jit::PtxasOrDriver(broken.clone())) {
+        Ok(false) => return eprintln!("skipped: no CUDA GPU"),
+        Ok(true) => {}
+        Err(e) => panic!("no fallback to the driver's JIT: {e}"),
+    }
+    match add_runs_correctly(Jit::Ptxas(broken)) {
+        Ok(ran) => panic!("a broken ptxas loaded kernels (ran: {ran})"),
+        Err(e) => assert!(e.to_string().contains("this ptxas is broken"), "{e}"),
     }
 }

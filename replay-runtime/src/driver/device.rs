@@ -14,8 +14,8 @@ use std::sync::Arc;
 /// Which engine runs kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// An NVIDIA GPU through the CUDA driver (PTX compiled by the driver's JIT, or by ptxas
-    /// with `REPLAY_JIT=ptxas`).
+    /// An NVIDIA GPU through the CUDA driver (PTX compiled by ptxas processes or the driver's
+    /// JIT, as `REPLAY_JIT` says).
     Cuda,
     /// The CPU interpreter of the tile IR (like `TRITON_INTERPRET=1`).
     Interpreter,
@@ -131,8 +131,8 @@ impl Device {
     }
 
     /// Opens GPU `ordinal` through the CUDA driver, whatever `REPLAY_INTERPRET` and
-    /// `REPLAY_EMULATE` say, compiling PTX as `REPLAY_JIT` asks ([`Jit::from_env`]: the
-    /// driver's JIT by default, or ptxas processes).
+    /// `REPLAY_EMULATE` say, compiling PTX as `REPLAY_JIT` asks ([`Jit::from_env`]: by
+    /// default ptxas processes where a ptxas is found, else the driver's JIT).
     ///
     /// Errors: [`RuntimeError::NoDriver`] without a driver library, [`RuntimeError::NoDevice`]
     /// when there is no such GPU, [`RuntimeError::UnsupportedGpu`] for compute capabilities
@@ -273,11 +273,11 @@ impl Device {
     }
 
     /// What the device is, as benchmarks print it: [`DeviceInfo`]'s line, and which ptxas
-    /// compiles its kernels when not the driver's JIT (`REPLAY_JIT=ptxas`).
+    /// compiles its kernels when not the driver's JIT.
     pub fn summary(&self) -> String {
-        match self.jit() {
-            Some(Jit::Ptxas(path)) => format!("{}, PTX compiled by {}", self.inner.info, path.display()),
-            _ => self.inner.info.to_string(),
+        match self.jit().and_then(Jit::ptxas) {
+            Some(path) => format!("{}, PTX compiled by {}", self.inner.info, path.display()),
+            None => self.inner.info.to_string(),
         }
     }
 

@@ -10,6 +10,7 @@ use replay_dsl::ir::Kernel;
 use replay_dsl::{CompileError, Compiled, Specialization, Target};
 use std::collections::HashMap;
 use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What identifies one loaded module on a device.
@@ -91,11 +92,23 @@ impl std::fmt::Debug for LoadedKernel {
 #[derive(Default)]
 pub(crate) struct ModuleCache {
     map: Mutex<HashMap<ModuleKey, Arc<LoadedKernel>>>,
+    /// Set when ptxas failed under [`Jit::PtxasOrDriver`]: later modules go to the driver's JIT.
+    ptxas_failed: AtomicBool,
 }
 
 impl ModuleCache {
     pub(crate) fn len(&self) -> usize {
         self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether ptxas failed on an earlier module of this device.
+    fn ptxas_failed(&self) -> bool {
+        self.ptxas_failed.load(Ordering::Relaxed)
+    }
+
+    /// Records that ptxas failed; true the first time (the caller warns once).
+    fn give_up_ptxas(&self) -> bool {
+        !self.ptxas_failed.swap(true, Ordering::Relaxed)
     }
 }
 
@@ -107,28 +120,28 @@ fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaF
         message,
     };
     let entry = CString::new(compiled.entry.as_str()).map_err(|_| fail("entry name contains a NUL byte".into()))?;
-    let module = match device.jit() {
-        Some(Jit::Ptxas(ptxas)) => {
-            // Compiled (or found in the cubin cache) before the context is bound: calls on
-            // several threads run in parallel.
-            let (arch, dir) = (compiled.target.arch(), default_cubin_dir());
-            let cubin = cached_cubin(ptxas, &compiled.ptx, arch, compiled.line_info, dir.as_deref()).map_err(fail)?;
-            device.bind()?;
-            // SAFETY: `cubin` is a cubin image that outlives the call.
-            unsafe { result::module::load_data(cubin.as_ptr().cast()) }
-        }
-        _ => {
-            let ptx = CString::new(compiled.ptx.as_str()).map_err(|_| fail("PTX text contains a NUL byte".into()))?;
-            device.bind()?;
-            if compiled.line_info {
-                load_with_line_tables(&ptx)
-            } else {
-                // SAFETY: `ptx` is a NUL-terminated PTX image that outlives the call.
-                unsafe { result::module::load_data(ptx.as_ptr().cast()) }
+    device.bind()?;
+    let ptxas = match device.jit() {
+        Some(Jit::Ptxas(path)) => Some((path, false)),
+        Some(Jit::PtxasOrDriver(path)) if !device.inner.modules.ptxas_failed() => Some((path, true)),
+        _ => None,
+    };
+    let module = match ptxas.map(|(path, fallback)| (load_cubin(path, compiled), fallback)) {
+        Some((Ok(module), _)) => module,
+        Some((Err(message), true)) => {
+            if device.inner.modules.give_up_ptxas() {
+                eprintln!(
+                    "replay: warning: {kernel} did not load through ptxas ({}); the driver's JIT \
+                     compiles this process's kernels from now on (REPLAY_JIT=driver skips ptxas, REPLAY_JIT=ptxas \
+                     makes this an error)",
+                    message.lines().next().unwrap_or_default()
+                );
             }
+            load_ptx(compiled).map_err(fail)?
         }
-    }
-    .map_err(|e| fail(RuntimeError::driver("cuModuleLoadData", e).to_string()))?;
+        Some((Err(message), false)) => return Err(fail(message)),
+        None => load_ptx(compiled).map_err(fail)?,
+    };
     // SAFETY: `module` was just loaded.
     match unsafe { result::module::get_function(module, entry) } {
         Ok(func) => Ok(CudaFunction { module, func, ctx }),
@@ -138,6 +151,29 @@ fn load_cuda(device: &Device, kernel: &str, compiled: &Compiled) -> Result<CudaF
             Err(fail(RuntimeError::driver("cuModuleGetFunction", e).to_string()))
         }
     }
+}
+
+/// Compiles `compiled` with the ptxas at `ptxas` (or finds its cubin in the cache) and loads
+/// the cubin into the bound context; the error is ptxas's or the driver's message.
+fn load_cubin(ptxas: &std::path::Path, compiled: &Compiled) -> std::result::Result<sys::CUmodule, String> {
+    let (arch, dir) = (compiled.target.arch(), default_cubin_dir());
+    let cubin = cached_cubin(ptxas, &compiled.ptx, arch, compiled.line_info, dir.as_deref())?;
+    // SAFETY: `cubin` is a cubin image that outlives the call.
+    unsafe { result::module::load_data(cubin.as_ptr().cast()) }
+        .map_err(|e| RuntimeError::driver("cuModuleLoadData", e).to_string())
+}
+
+/// Loads `compiled`'s PTX into the bound context through the driver's JIT (with line tables
+/// when it has line info).
+fn load_ptx(compiled: &Compiled) -> std::result::Result<sys::CUmodule, String> {
+    let ptx = CString::new(compiled.ptx.as_str()).map_err(|_| "PTX text contains a NUL byte".to_string())?;
+    if compiled.line_info {
+        load_with_line_tables(&ptx)
+    } else {
+        // SAFETY: `ptx` is a NUL-terminated PTX image that outlives the call.
+        unsafe { result::module::load_data(ptx.as_ptr().cast()) }
+    }
+    .map_err(|e| RuntimeError::driver("cuModuleLoadData", e).to_string())
 }
 
 /// Loads a PTX image asking the driver's compiler for line tables (`-lineinfo`), so that

@@ -1,9 +1,11 @@
-//! Who turns a kernel's PTX into machine code on a GPU (`REPLAY_JIT`): the driver's JIT, or
-//! ptxas processes. The driver compiles one module at a time per process (an H200, driver
-//! 13.0: 24 modules of the verification kernel took 10.5–12 s on 1, 4 or 16 threads alike), so
-//! a tuning that compiles hundreds of candidates waits on it; ptxas processes run in parallel
-//! (the tuner preloads its candidates on several threads), and the driver then only loads
-//! their cubins, which are cached on disk like the driver's own JIT results.
+//! Who turns a kernel's PTX into machine code on a GPU (`REPLAY_JIT`): ptxas processes when
+//! a ptxas is found, else the driver's JIT. The driver compiles one module at a time per
+//! process (an H200, driver 13.0: 24 modules of the verification kernel took 10.5–12 s on 1, 4
+//! or 16 threads alike), so a tuning that compiles hundreds of candidates waits on it (Nano's
+//! verification tiles at B=1: 33 s with ptxas, more than 200 s with the driver); ptxas
+//! processes run in parallel (the tuner preloads its candidates on several threads), and the
+//! driver then only loads their cubins, which are cached on disk like the driver's own JIT
+//! results.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -13,26 +15,41 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// How a CUDA device compiles the PTX it loads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Jit {
-    /// The driver's JIT (`cuModuleLoadData` of the PTX): the default.
+    /// The driver's JIT (`cuModuleLoadData` of the PTX).
     Driver,
-    /// A ptxas process per module (this binary), then `cuModuleLoadData` of the cubin.
+    /// A ptxas process per module (this binary), then `cuModuleLoadData` of the cubin; a
+    /// module ptxas fails on is an error.
     Ptxas(PathBuf),
+    /// The default where a ptxas is found: as [`Jit::Ptxas`] until ptxas fails on a module or
+    /// the driver refuses its cubin (a ptxas too old for the PTX, or too new for the driver),
+    /// then, after one warning on stderr, the driver's JIT for that module and every later one.
+    PtxasOrDriver(PathBuf),
 }
 
 impl Jit {
-    /// The mode `REPLAY_JIT` asks for (`driver`, the default when unset or empty, or `ptxas`),
-    /// looking up the environment with `var`. With `ptxas`, the binary is [`find_ptxas`]'s.
-    /// Errors: an unknown value, or `ptxas` with none found.
+    /// The mode `REPLAY_JIT` asks for, looking up the environment with `var`: `driver`,
+    /// `ptxas`, or `auto` (the default, when unset or empty): [`Jit::PtxasOrDriver`] with
+    /// [`find_ptxas`]'s binary, [`Jit::Driver`] when there is none. Errors: an unknown value,
+    /// or `ptxas` with none found.
     pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<Jit, String> {
         let value = var("REPLAY_JIT").map(|v| v.to_string_lossy().trim().to_ascii_lowercase());
         match value.as_deref() {
-            None | Some("") | Some("driver") => Ok(Jit::Driver),
+            None | Some("") | Some("auto") => Ok(find_ptxas(&var).map_or(Jit::Driver, Jit::PtxasOrDriver)),
+            Some("driver") => Ok(Jit::Driver),
             Some("ptxas") => find_ptxas(&var).map(Jit::Ptxas).ok_or_else(|| {
                 "REPLAY_JIT=ptxas, but no ptxas was found: set REPLAY_PTXAS to its path, or put it on \
                  PATH or in $CUDA_HOME/bin"
                     .to_string()
             }),
-            Some(other) => Err(format!("REPLAY_JIT={other}: expected `driver` or `ptxas`")),
+            Some(other) => Err(format!("REPLAY_JIT={other}: expected `auto`, `driver` or `ptxas`")),
+        }
+    }
+
+    /// The ptxas that compiles this device's modules, if any.
+    pub fn ptxas(&self) -> Option<&Path> {
+        match self {
+            Jit::Driver => None,
+            Jit::Ptxas(path) | Jit::PtxasOrDriver(path) => Some(path),
         }
     }
 }
@@ -146,7 +163,7 @@ fn hash_hex(identity: &str, ptx: &str) -> String {
     digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where `REPLAY_JIT=ptxas` keeps its cubins: `cubin/` beside the tuning cache
+/// Where ptxas's cubins are kept: `cubin/` beside the tuning cache
 /// ([`crate::tune::cache::default_cache_path`]); `None` without a cache folder.
 pub fn default_cubin_dir() -> Option<PathBuf> {
     crate::tune::cache::default_cache_path().and_then(|p| p.parent().map(|d| d.join("cubin")))
@@ -187,10 +204,27 @@ mod tests {
     }
 
     #[test]
-    fn the_driver_unless_ptxas_is_asked_for() {
-        assert_eq!(Jit::from_env(env(&[])), Ok(Jit::Driver));
-        assert_eq!(Jit::from_env(env(&[("REPLAY_JIT", "")])), Ok(Jit::Driver));
-        assert_eq!(Jit::from_env(env(&[("REPLAY_JIT", " Driver ")])), Ok(Jit::Driver));
+    fn ptxas_when_found_unless_the_driver_is_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ptxas"), "").unwrap();
+        let found = dir.path().join("ptxas");
+        let path = dir.path().to_str().unwrap();
+        for value in [None, Some(""), Some(" Auto ")] {
+            let mut vars = vec![("PATH", path)];
+            vars.extend(value.map(|v| ("REPLAY_JIT", v)));
+            assert_eq!(
+                Jit::from_env(env(&vars)),
+                Ok(Jit::PtxasOrDriver(found.clone())),
+                "{value:?}"
+            );
+            // A REPLAY_PTXAS that is no file: none found (not even in /usr/local/cuda).
+            vars.push(("REPLAY_PTXAS", "/nonexistent/ptxas"));
+            assert_eq!(Jit::from_env(env(&vars)), Ok(Jit::Driver), "{value:?} without a ptxas");
+        }
+        let driver = [("PATH", path), ("REPLAY_JIT", " Driver ")];
+        assert_eq!(Jit::from_env(env(&driver)), Ok(Jit::Driver));
+        let asked = [("PATH", path), ("REPLAY_JIT", "ptxas")];
+        assert_eq!(Jit::from_env(env(&asked)), Ok(Jit::Ptxas(found.clone())));
         let err = Jit::from_env(env(&[("REPLAY_JIT", "nvrtc")])).unwrap_err();
         assert!(err.contains("REPLAY_JIT=nvrtc") && err.contains("`ptxas`"), "{err}");
     }
