@@ -163,4 +163,6 @@ for s in "${steps[@]}"; do
     *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, ab, jit)" >&2; failed=$((failed + 1)) ;;
   esac
 done
+# The cubins ptxas compiled stay here: thousands of files, and the tool brings back few.
+rm -rf "$cache/replay/cubin"
 exit "$failed"

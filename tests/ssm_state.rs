@@ -639,7 +639,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     assert_eq!(short.source, TuneSource::Tuned);
     // Batch 2 is latency-bound: twice the shortlist.
     assert_eq!(replay_shortlist(2), 2 * TILE_SHORTLIST);
-    assert!(short.points > replay_shortlist(2));
+    assert!(short.candidates > replay_shortlist(2));
     assert_eq!(short.tiles.len(), replay_shortlist(2));
     // Flat rows: BV divides the group's 32 state rows (one head or both).
     assert!(short.tiles.iter().all(|t| [16, 32].contains(&t.bv) && t.hb == 1));
@@ -677,7 +677,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     // number of heads per program (TUNE: 1 and 2).
     let f = tune_fold_tiles(&mut tuner, &TUNE, 2, 3, 2, 1).unwrap();
     assert_eq!(f.source, TuneSource::Tuned);
-    assert!(f.points > f.tiles.len() && f.tiles.len() == TILE_SHORTLIST, "{f:?}");
+    assert!(f.candidates > f.tiles.len() && f.tiles.len() == TILE_SHORTLIST, "{f:?}");
     assert!(
         f.tiles.iter().all(|t| [16, 32, 64, 128].contains(&t.flush_columns)),
         "{f:?}"

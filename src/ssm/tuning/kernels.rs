@@ -5,7 +5,7 @@
 use super::space::{
     bv_values_conventional, bv_values_replay, bv_values_step, early_values, fixed_axes, flat_row_warps,
     flush_row_values, replay_shortlist, shape_axes, shape_dims, step_prefetch_values, verify_hb_values, OccupancyHints,
-    Shortlist, OCCUPANCY_HINTS, TILE_SHORTLIST,
+    Shortlist, FLAT_ROW_WARPS_PER_SM, HEAD_BLOCK_WARPS_PER_SM, TILE_SHORTLIST,
 };
 use super::Result;
 use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid};
@@ -46,13 +46,14 @@ fn ring_fills() -> Vec<(&'static str, Fill)> {
 }
 
 /// The tile axes of the kernels that tile heads (the verification's, the fold): `BV`, `HB`,
-/// warps and the occupancy hints.
+/// 2, 4 or 8 warps and the occupancy hints for 12 or 16 warps per SM (2 warps: H200, Nano's two-precision verification
+/// at BV32 HB12, 0.548 → 0.532 ms per T=8 cycle; its f32 one 0.563 → 0.584).
 fn head_block_axes<C: replay_dsl::ConfigValues + 'static>(space: SearchSpace<C>, shape: &ModelShape) -> SearchSpace<C> {
     space
         .axis("BV", bv_values_replay(shape))
         .axis("HB", verify_hb_values(shape))
-        .axis("num_warps", [4, 8])
-        .occupancy_hints()
+        .axis("num_warps", [2, 4, 8])
+        .occupancy_hints(HEAD_BLOCK_WARPS_PER_SM)
 }
 
 /// The [`Shortlist`] of tiles of the conventional kernel (`BV × num_warps × min_blocks`), as
@@ -65,7 +66,7 @@ pub fn tune_conventional(tuner: &mut Autotuner, shape: &ModelShape, batch: usize
     )
     .axis("BV", bv_values_conventional(shape))
     .axis("num_warps", flat_row_warps(batch))
-    .occupancy_hints()
+    .occupancy_hints(FLAT_ROW_WARPS_PER_SM)
     .register_limit();
     let grid_shape = *shape;
     let problem =
@@ -73,9 +74,8 @@ pub fn tune_conventional(tuner: &mut Autotuner, shape: &ModelShape, batch: usize
             .scalar("batch", batch as i32)
             .scalar("slots", batch as i32 + 1);
     let problem = with_inputs(problem, param_fills(batch), batch, shape_dims(shape, gated));
-    let points = bv_values_conventional(shape).len() * flat_row_warps(batch).len() * OCCUPANCY_HINTS;
     let t = tuner.tune::<mamba2_decode::Kernel>(&space, &problem)?;
-    Ok(Shortlist::of(&t, points, replay_shortlist(batch)))
+    Ok(Shortlist::of(&t, replay_shortlist(batch)))
 }
 
 /// Counters `(start, h, flush, ·)` spreading the slots over `(h, flush)` states (repeated over
@@ -133,7 +133,7 @@ pub fn tune_replay_tiles(
         .axis("LP", [lp as i64])
         .axis("BV", bv_values_step(shape))
         .axis("num_warps", flat_row_warps(batch))
-        .occupancy_hints()
+        .occupancy_hints(FLAT_ROW_WARPS_PER_SM)
         .axis("EARLY", early_values(batch))
         .axis("PREFETCH", step_prefetch_values(batch))
         .axis("FR", flush_row_values(batch))
@@ -150,14 +150,8 @@ pub fn tune_replay_tiles(
         .into_iter()
         .chain([("L", window as i64), ("cycle", 1), ("lp", lp as i64)]);
     let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), batch, dims);
-    let points = bv_values_step(shape).len()
-        * flat_row_warps(batch).len()
-        * OCCUPANCY_HINTS
-        * early_values(batch).len()
-        * step_prefetch_values(batch).len()
-        * flush_row_values(batch).len();
     let t = tuner.tune::<mamba2_replay_step::Kernel>(&space, &problem)?;
-    Ok(Shortlist::of(&t, points, replay_shortlist(batch)))
+    Ok(Shortlist::of(&t, replay_shortlist(batch)))
 }
 
 /// The [`Shortlist`] of tiles of the verification kernel for `drafts` drafts (`T = drafts`,
@@ -208,10 +202,8 @@ pub fn tune_verify_tiles(
         ("lp", lp as i64),
     ]);
     let problem = with_inputs(problem, param_fills(batch).into_iter().chain(ring_fills()), batch, dims);
-    // × num_warps, (PREFETCH, ASYNC) but not both, SHARED_WEIGHTS, TIERS.
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 24;
     let t = tuner.tune::<mamba2_verify::Kernel>(&space, &problem)?;
-    Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
+    Ok(Shortlist::of(&t, TILE_SHORTLIST))
 }
 
 /// A shortlist of tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks ×
@@ -252,8 +244,6 @@ pub fn tune_fold_tiles(
         ("accepted", accepted as i64),
     ]);
     let problem = with_inputs(problem, fills, batch, dims);
-    // × num_warps, FC.
-    let points = bv_values_replay(shape).len() * verify_hb_values(shape).len() * OCCUPANCY_HINTS * 8;
     let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;
-    Ok(Shortlist::of(&t, points, TILE_SHORTLIST))
+    Ok(Shortlist::of(&t, TILE_SHORTLIST))
 }

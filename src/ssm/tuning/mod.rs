@@ -170,7 +170,12 @@ pub fn plans(
         }
         Some(tuner) => {
             let short = tune_conventional(tuner, &shape, batch, gated)?;
-            note("conventional tile shortlist", short.show(), short.source, short.points);
+            note(
+                "conventional tile shortlist",
+                short.show(),
+                short.source,
+                short.candidates,
+            );
             let (t, s) = tune_conventional_steps(tuner, shape, params, batch, gated, &short.tiles)?;
             conventional.decode = t;
             conventional.spec = t;
@@ -248,7 +253,7 @@ impl TuneJob<'_> {
             &format!("replay tile shortlist{tag}"),
             short.show(),
             short.source,
-            short.points,
+            short.candidates,
         );
         let tiles = with_start(with_flush_variants(&short.tiles, batch), replay.step, lp);
         let c = tune_window(tuner, shape, params, batch, gated, &tiles, cands, lp)?;
@@ -266,7 +271,7 @@ impl TuneJob<'_> {
                 &format!("verify tile shortlist{tag}"),
                 short.show(),
                 short.source,
-                short.points,
+                short.candidates,
             );
             verify.step = replay.step;
             verify.lp = lp;
@@ -287,7 +292,7 @@ impl TuneJob<'_> {
             // writes the f16 copy too. A kernel-level shortlist, then whole cycles.
             if !lp {
                 let short = tune_fold_tiles(tuner, &shape, batch, verify.window, drafts, accepted)?;
-                note("fold tile shortlist", short.show(), short.source, short.points);
+                note("fold tile shortlist", short.show(), short.source, short.candidates);
                 let tiles = with_head_blocks(&short.tiles, &shape);
                 let c = cycles.tune_fold(tuner, verify, &tiles)?;
                 verify.fold = c.tiles;

@@ -4,7 +4,7 @@
 use crate::ssm::state::{Tiles, DEFAULT_FLUSH_COLUMNS, DEFAULT_FLUSH_ROWS};
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::space::{value_of, values_of};
-use replay_runtime::tune::{PruneContext, SearchSpace, TuneSource, Tuned, Values};
+use replay_runtime::tune::{CandidateRecord, Outcome, PruneContext, SearchSpace, TuneSource, Tuned, Values};
 
 /// A model shape's dimensions (and whether `z` gates), by which the SSM tunings are keyed as
 /// they are, not bucketed (the kernels are specialized on them; the batch is the one bucketed
@@ -135,32 +135,32 @@ pub(super) fn early_values(batch: usize) -> Vec<i64> {
 
 /// Occupancy hints on the `min_blocks` axis: ptxas caps the registers to fit that many
 /// programs per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`].
-/// [`useful_occupancy_hint`] keeps two per warp count ([`OCCUPANCY_HINTS`]), which keeps a
-/// tuning run of both models and five batches within minutes (each point is a module load and
-/// a timing).
-const MIN_BLOCKS: [i64; 3] = [1, 2, 4];
+/// [`OccupancyHints::occupancy_hints`] keeps those that change something.
+const MIN_BLOCKS: [i64; 6] = [1, 2, 3, 4, 6, 8];
 
-/// The `min_blocks` values kept per warp count: none, and the one capping registers at 128.
-pub(super) const OCCUPANCY_HINTS: usize = 2;
+/// Warps per SM the flat-row kernels' hints aim at: 16, which caps ptxas at 128 registers
+/// per thread (4 programs of 4 warps, 2 of 8; fewer warps would allow all 255).
+pub(super) const FLAT_ROW_WARPS_PER_SM: &[i64] = &[16];
 
-/// Keeps the occupancy hints that change something: none (`min_blocks = 1`), or as many
-/// programs as make 16 warps per SM, which caps ptxas at 128 registers per thread (4 programs
-/// of 4 warps, 2 of 8; 2 programs of 4 warps would allow all 255).
-fn useful_occupancy_hint<C: replay_dsl::ConfigValues>(c: &C, _: &PruneContext<'_>) -> bool {
-    let get = |name| value_of(c, name).unwrap_or(1);
-    get("min_blocks") == 1 || get("min_blocks") * get("num_warps") == 16
-}
+/// Warps per SM the head-block kernels' hints aim at: 12 (170 registers) or 16 (128). H200,
+/// Super's two-precision verification at 3 programs of 4 warps: 0.4785 → 0.4627 ms per T=8
+/// cycle against 4 programs.
+pub(super) const HEAD_BLOCK_WARPS_PER_SM: &[i64] = &[12, 16];
 
 /// The `min_blocks` axis of a search space, its useless hints pruned.
 pub(super) trait OccupancyHints {
-    /// Adds the axis ([`MIN_BLOCKS`]) and [`useful_occupancy_hint`].
-    fn occupancy_hints(self) -> Self;
+    /// Adds the axis ([`MIN_BLOCKS`]), keeping no hint (`min_blocks = 1`) and the hints that
+    /// make one of `warps_per_sm` warps per SM.
+    fn occupancy_hints(self, warps_per_sm: &'static [i64]) -> Self;
 }
 
 impl<C: replay_dsl::ConfigValues + 'static> OccupancyHints for SearchSpace<C> {
-    fn occupancy_hints(self) -> Self {
+    fn occupancy_hints(self, warps_per_sm: &'static [i64]) -> Self {
         self.axis("min_blocks", MIN_BLOCKS)
-            .constraint("useful occupancy hint", useful_occupancy_hint)
+            .constraint("useful occupancy hint", move |c: &C, _: &PruneContext<'_>| {
+                let get = |name| value_of(c, name).unwrap_or(1);
+                get("min_blocks") == 1 || warps_per_sm.contains(&(get("min_blocks") * get("num_warps")))
+            })
     }
 }
 
@@ -246,12 +246,13 @@ pub struct Shortlist {
     pub tiles: Vec<Tiles>,
     /// Where the kernel-level timings came from.
     pub source: TuneSource,
-    /// Points of the search space.
-    pub points: usize,
+    /// Candidates the tuner ran (those its constraints pruned not counted; 1 when tuning is
+    /// off).
+    pub candidates: usize,
 }
 
 impl Shortlist {
-    pub(super) fn of<C: replay_dsl::ConfigValues>(tuned: &Tuned<C>, points: usize, len: usize) -> Shortlist {
+    pub(super) fn of<C: replay_dsl::ConfigValues>(tuned: &Tuned<C>, len: usize) -> Shortlist {
         let tiles = match &tuned.record {
             Some(r) => r.fastest(len).into_iter().map(tiles_of).collect(),
             None => vec![tiles_of(&values_of(&tuned.config))],
@@ -259,7 +260,10 @@ impl Shortlist {
         Shortlist {
             tiles,
             source: tuned.source,
-            points,
+            candidates: tuned.record.as_ref().map_or(1, |r| {
+                let pruned = |c: &&CandidateRecord| matches!(c.outcome, Outcome::Pruned { .. });
+                r.candidates.iter().filter(|c| !pruned(c)).count()
+            }),
         }
     }
 
