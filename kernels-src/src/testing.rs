@@ -99,7 +99,8 @@ pub fn check_close_within(what: &str, got: &[f64], want: &[f64], rtol: f64, atol
         let err = (g - w).abs();
         assert!(
             err <= tol,
-            "{what}[{i}]: got {g}, want {w} (|err| {err:e} > tol {tol:e})"
+            "{what}[{i}]: got {g}, want {w} (|err| {err:e} > tol {tol:e}, of which {atol:e} absolute and {:e} the known bound)",
+            extra.get(i).copied().unwrap_or(0.0)
         );
         worst = worst.max(err / tol);
     }
