@@ -390,6 +390,58 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
     });
 }
 
+/// Shapes whose value rows `BV` does not divide (one group of 4 heads; 4 · 20 and 8 · 19 value
+/// rows per group, which the replay step's `BV = 8` and `16` divide).
+const DV_20: ModelShape = ModelShape {
+    name: "dv-20",
+    dv: 20,
+    heads: 4,
+    groups: 1,
+    ..CPU_TEST
+};
+const DV_19: ModelShape = ModelShape {
+    name: "dv-19",
+    dv: 19,
+    heads: 8,
+    groups: 1,
+    ..CPU_TEST
+};
+
+/// Value rows that `BV` does not divide (Nano's 80 at BV32: 32 + 32 + 16): the last value block
+/// takes a smaller tile, of exactly its rows (20 at BV8: 8 + 8 + 4; at BV16: 16 + 4) or masked
+/// (19 at BV8: 8 + 8 + 3 in a tile of 4); plain, with `ASYNC` (the tail tile loads its rows
+/// itself), tiers and two precisions, with decode steps between verifications.
+#[test]
+fn the_last_value_block_takes_a_smaller_tile() {
+    let cases = [
+        (DV_20, 8, false, false, false),
+        (DV_20, 16, true, true, true),
+        (DV_19, 8, true, true, false),
+        (DV_19, 8, false, false, true),
+    ];
+    for (i, (shape, bv, async_copy, tiers, lp)) in cases.into_iter().enumerate() {
+        run(Case {
+            shape,
+            l: 16,
+            t_max: 4,
+            steps: 60,
+            p_decode: 0.2,
+            gated: i % 2 == 0,
+            bv,
+            hb: 2,
+            warps: 4,
+            fc: 8,
+            prefetch: false,
+            shared_weights: i % 2 == 1,
+            async_copy,
+            tiers,
+            early: false,
+            lp,
+            seed: 500 + i as u64,
+        });
+    }
+}
+
 /// `TIERS`: rows whose records fit half the record rows take a half-size tile, the others the
 /// full one, both within one launch (rows at different `h`); plain, `ASYNC` and two-precision
 /// head loops, weights shared or per head, with decode steps between verifications. The run

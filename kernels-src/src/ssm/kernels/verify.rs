@@ -61,7 +61,10 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 ///
 /// Program `(vb, hb, row)` of the `(⌈DV/BV⌉, HEADS/HB, batch)` grid handles the `HB` value heads
 /// `hb·HB ..` (one group `g`) and value rows `vb·BV ..` of batch row `row` (a slot's programs
-/// are launched one after the other: its state is read in address order). Every product is a `dot`:
+/// are launched one after the other: its state is read in address order). Where `BV` does not
+/// divide `DV`, the last value block's rows take a tile of the next power of two (Nano's 80 rows
+/// at BV32: 32 + 32 + 16, not 32 + 32 + 32 half masked), which reads its checkpoint rows without
+/// `ASYNC`'s buffer. Every product is a `dot`:
 ///
 /// - **Records**: `nr = record_rows(L + tq)` rows (`tq` = `T` rounded up to a power of two, at
 ///   least [`MIN_DRAFT_COLUMNS`]): the drafts first (row `s` is draft `s`), then the `h`
@@ -162,8 +165,14 @@ pub fn mamba2_verify(
         // The two-stage buffer of ASYNC's checkpoint rows, declared once for both tiers.
         let stages_f32 = (ASYNC && !LP).then(|| shared::<f32>(2, &[BV, DK]));
         let stages_f16 = (ASYNC && LP).then(|| shared::<f16>(2, &[BV, DK]));
-        // The verification over `nr` record rows (the drafts' and the committed ones).
-        let verify_rows = |nr: usize| {
+        // The last value block's rows, and the tile that holds them: a smaller power of two
+        // than `BV` where `BV` does not divide `DV` (Nano's 80 rows at BV32: 32 + 32 + 16).
+        let nvb = DV.div_ceil(BV);
+        let tail = DV - (nvb - 1) * BV;
+        let tail_rows = tail.next_power_of_two();
+        // The verification over `nr` record rows (the drafts' and the committed ones) and `bv`
+        // value rows (`BV`, or `tail_rows` in the last value block).
+        let verify_rows = |nr: usize, bv: usize| {
             let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
             let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
             // The row's first token in the inputs; ring positions (start + j < cap + L: one wrap).
@@ -204,8 +213,15 @@ pub fn mamba2_verify(
             let weighs = committed.expand_dims(1) | (is_draft.expand_dims(1) & (ii <= ss));
             let after_row = ii < ss;
 
-            let v = program_id(0) * BV + arange(BV);
-            let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
+            let v = program_id(0) * BV + arange(bv);
+            // Masked only in a last block of BV rows when BV does not divide DV, or in a tail
+            // tile with more rows than the block.
+            let exact = if bv == BV {
+                DV % BV == 0 || tail_rows < BV
+            } else {
+                tail == bv
+            };
+            let vmask = if exact { full([bv], true) } else { v < DV };
             let vm = vmask.expand_dims(1);
             // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
             // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
@@ -334,7 +350,7 @@ pub fn mamba2_verify(
                     ptr: &lp_of,
                     mask: vm,
                     q: q_lp,
-                    stages: stages_f16,
+                    stages: stages_f16.filter(|_| bv == BV),
                 };
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             } else {
@@ -342,21 +358,33 @@ pub fn mamba2_verify(
                     ptr: &sptr_of,
                     mask: vm,
                     q: q_t,
-                    stages: stages_f32,
+                    stages: stages_f32.filter(|_| bv == BV),
                 };
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
+            }
+        };
+        // The last value block takes the tail tile where it is smaller than BV.
+        let by_block = |nr: usize| {
+            if tail_rows < BV {
+                if program_id(0) == (nvb - 1) as i32 {
+                    verify_rows(nr, tail_rows);
+                } else {
+                    verify_rows(nr, BV);
+                }
+            } else {
+                verify_rows(nr, BV);
             }
         };
         // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
         // the records' work follows the window's fill, not its capacity.
         if let (true, Some(nr_half)) = (TIERS, half_record_rows(L, T)) {
             if h + tq as i32 <= nr_half as i32 {
-                verify_rows(nr_half);
+                by_block(nr_half);
             } else {
-                verify_rows(nr_all);
+                by_block(nr_all);
             }
         } else {
-            verify_rows(nr_all);
+            by_block(nr_all);
         }
     }
 }
