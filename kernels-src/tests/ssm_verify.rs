@@ -408,7 +408,7 @@ const DV_19: ModelShape = ModelShape {
 };
 
 /// Value rows that `BV` does not divide (Nano's 80 at BV32: 32 + 32 + 16): the last value block
-/// takes a smaller tile, of exactly its rows (20 at BV8: 8 + 8 + 4; at BV16: 16 + 4) or masked
+/// of the verification and of its fold takes a smaller tile, of exactly its rows (20 at BV8: 8 + 8 + 4; at BV16: 16 + 4) or masked
 /// (19 at BV8: 8 + 8 + 3 in a tile of 4); plain, with `ASYNC` (the tail tile loads its rows
 /// itself), tiers and two precisions, with decode steps between verifications.
 #[test]

@@ -13,8 +13,9 @@ use replay_dsl::prelude::*;
 ///
 /// Program `(vb, hb, row)` of the `(⌈DV/BV⌉, HEADS/HB, batch)` grid handles the `HB` value
 /// heads `hb·HB ..` (one group `g`) and the value rows `vb·BV ..` of batch row `row` (a slot's
-/// programs one after the other: its state streamed in address order), head by head, `FC` key
-/// columns at a time: one `dot_acc` over all record rows per block (with `FC ≥ DK`, one block
+/// programs one after the other: its state streamed in address order; where `BV` does not
+/// divide `DV`, the last value block in a tile of the next power of two of its rows, as in the
+/// verification), head by head, `FC` key columns at a time: one `dot_acc` over all record rows per block (with `FC ≥ DK`, one block
 /// whose loads are all issued first, the keys once per program). Programs of rows without
 /// the flag exit after two loads, so a launch in which few rows fold costs about its number
 /// of programs: larger `HB` for such cycles (the tuner times whole cycles). Records are held
@@ -73,16 +74,11 @@ pub fn mamba2_fold(
             let committed = i < h;
             let p = start + h - 1 - i;
             let pos = select(p >= cap as i32, p - cap as i32, p);
-            let v = program_id(0) * BV + arange(BV);
-            let vmask = if DV % BV == 0 { full([BV], true) } else { v < DV };
-            let vm = vmask.expand_dims(1);
-            // Both checkpoints of the elements at `offs` (element offsets from the slot's).
-            let write = |offs: Tile<i32>, s_new: Tile<f32>| {
-                store(state + offs, s_new, vm);
-                if LP {
-                    store(ring.ckpt_lp + offs, s_new.cast::<f16>(), vm);
-                }
-            };
+            // The last value block's rows, and the tile that holds them: a smaller power of
+            // two than `BV` where `BV` does not divide `DV` (as the verification's).
+            let nvb = DV.div_ceil(BV);
+            let tail = DV - (nvb - 1) * BV;
+            let tail_rows = tail.next_power_of_two();
             let cols = arange(fc);
             let keys_of = |kc: Tile<i32>| {
                 let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
@@ -93,34 +89,61 @@ pub fn mamba2_fold(
             // rows before its weights are computed: every load of a head is in flight at
             // once.
             let all_keys = (fc == DK).then(|| keys_of(cols));
-            for hc in range(0, HB as i32) {
-                let head = head0 + hc;
-                let soff = ((head * DV + v) * DK).expand_dims(1);
-                let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm));
-                let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
-                let dt_c = load(ring_dt + pos * HEADS + head, committed);
-                let x_rec = load(
-                    ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                    committed.expand_dims(1) & vmask.expand_dims(0),
-                );
-                let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
-                let gam = exp2(a_h * sum(dt_c, 0));
-                let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
-                match (all_keys, s_all) {
-                    (Some(keys), Some(s_h)) => {
-                        write(soff + cols.expand_dims(0), dot_acc(wx, keys.cast::<f32>(), gam * s_h));
+            // The fold of `bv` value rows (`BV`, or `tail_rows` in the last value block).
+            let fold_rows = |bv: usize| {
+                let v = program_id(0) * BV + arange(bv);
+                let exact = if bv == BV {
+                    DV % BV == 0 || tail_rows < BV
+                } else {
+                    tail == bv
+                };
+                let vmask = if exact { full([bv], true) } else { v < DV };
+                let vm = vmask.expand_dims(1);
+                // Both checkpoints of the elements at `offs` (element offsets from the slot's).
+                let write = |offs: Tile<i32>, s_new: Tile<f32>| {
+                    store(state + offs, s_new, vm);
+                    if LP {
+                        store(ring.ckpt_lp + offs, s_new.cast::<f16>(), vm);
                     }
-                    _ => {
-                        for c in range(0, DK / fc) {
-                            let kc = c * fc + cols;
-                            let offs = soff + kc.expand_dims(0);
-                            write(
-                                offs,
-                                dot_acc(wx, keys_of(kc).cast::<f32>(), gam * load(state + offs, vm)),
-                            );
+                };
+                for hc in range(0, HB as i32) {
+                    let head = head0 + hc;
+                    let soff = ((head * DV + v) * DK).expand_dims(1);
+                    let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm));
+                    let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
+                    let dt_c = load(ring_dt + pos * HEADS + head, committed);
+                    let x_rec = load(
+                        ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
+                        committed.expand_dims(1) & vmask.expand_dims(0),
+                    );
+                    let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
+                    let gam = exp2(a_h * sum(dt_c, 0));
+                    let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
+                    match (all_keys, s_all) {
+                        (Some(keys), Some(s_h)) => {
+                            write(soff + cols.expand_dims(0), dot_acc(wx, keys.cast::<f32>(), gam * s_h));
+                        }
+                        _ => {
+                            for c in range(0, DK / fc) {
+                                let kc = c * fc + cols;
+                                let offs = soff + kc.expand_dims(0);
+                                write(
+                                    offs,
+                                    dot_acc(wx, keys_of(kc).cast::<f32>(), gam * load(state + offs, vm)),
+                                );
+                            }
                         }
                     }
                 }
+            };
+            if tail_rows < BV {
+                if program_id(0) == (nvb - 1) as i32 {
+                    fold_rows(tail_rows);
+                } else {
+                    fold_rows(BV);
+                }
+            } else {
+                fold_rows(BV);
             }
         }
     }
