@@ -9,9 +9,12 @@
 #   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super B=16, T=8)
 #   racecheck compute-sanitizer racecheck (shared-memory hazards: the staging scratch's barriers,
 #            the ASYNC buffers) over the ASYNC verification tests and the dot tests (.carry/tests)
-#   tuned    bench-ssm tuned (REPLAY_TUNE=force), with Triton: batches $TUNED_BATCHES (default
-#            256,1), models $TUNED_MODELS (default both), drafts $TUNED_DRAFTS (default 2,4,8;
-#            one model at B=256 with drafts 8 takes ~8 minutes, both precisions)
+#   tuned    bench-ssm tuned (REPLAY_TUNE=$TUNED_MODE, default force), with Triton: batches
+#            $TUNED_BATCHES (default 256,1), models $TUNED_MODELS (default both), drafts
+#            $TUNED_DRAFTS (default 2,4,8; one model at B=256 with drafts 8 takes ~8 minutes,
+#            both precisions: a run cut at the limit leaves its finished stages in
+#            $out/cache/replay/tune-v1.json; carry it as .carry/cache/replay/ and run again with
+#            TUNED_MODE=cached to tune only the rest)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
 #   ab       builds $AB_BUILDS (default `old new`: `new` is this one, .carry/replay, any other
 #            name N the binary .carry/N/replay) at equal plans, alternated, two rounds: bench-ssm
@@ -153,7 +156,7 @@ for s in "${steps[@]}"; do
     memcheck) step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
       "$bin" bench-ssm --model nemotron3-super-120b --batch 16 --drafts 8 --no-tune ;;
     racecheck) export -f racecheck; step racecheck 240 bash -c racecheck ;;
-    tuned) step tuned 570 env REPLAY_TUNE=force "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
+    tuned) step tuned 570 env REPLAY_TUNE="${TUNED_MODE:-force}" "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
       ${TUNED_MODELS:+--model "$TUNED_MODELS"} ${TUNED_DRAFTS:+--drafts "$TUNED_DRAFTS"} --triton "$triton" \
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
