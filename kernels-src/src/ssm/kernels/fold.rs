@@ -1,5 +1,6 @@
 //! The pre-flush of a verification: the committed records folded into the checkpoints.
 
+use super::value_blocks::{by_value_block, value_rows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -74,11 +75,6 @@ pub fn mamba2_fold(
             let committed = i < h;
             let p = start + h - 1 - i;
             let pos = select(p >= cap as i32, p - cap as i32, p);
-            // The last value block's rows, and the tile that holds them: a smaller power of
-            // two than `BV` where `BV` does not divide `DV` (as the verification's).
-            let nvb = DV.div_ceil(BV);
-            let tail = DV - (nvb - 1) * BV;
-            let tail_rows = tail.next_power_of_two();
             let cols = arange(fc);
             let keys_of = |kc: Tile<i32>| {
                 let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
@@ -89,15 +85,9 @@ pub fn mamba2_fold(
             // rows before its weights are computed: every load of a head is in flight at
             // once.
             let all_keys = (fc == DK).then(|| keys_of(cols));
-            // The fold of `bv` value rows (`BV`, or `tail_rows` in the last value block).
+            // The fold of `bv` value rows (`BV`, or the last value block's tail tile).
             let fold_rows = |bv: usize| {
-                let v = program_id(0) * BV + arange(bv);
-                let exact = if bv == BV {
-                    DV % BV == 0 || tail_rows < BV
-                } else {
-                    tail == bv
-                };
-                let vmask = if exact { full([bv], true) } else { v < DV };
+                let (v, vmask) = value_rows(DV, BV, bv);
                 let vm = vmask.expand_dims(1);
                 // Both checkpoints of the elements at `offs` (element offsets from the slot's).
                 let write = |offs: Tile<i32>, s_new: Tile<f32>| {
@@ -136,15 +126,7 @@ pub fn mamba2_fold(
                     }
                 }
             };
-            if tail_rows < BV {
-                if program_id(0) == (nvb - 1) as i32 {
-                    fold_rows(tail_rows);
-                } else {
-                    fold_rows(BV);
-                }
-            } else {
-                fold_rows(BV);
-            }
+            by_value_block(DV, BV, &fold_rows);
         }
     }
 }

@@ -109,6 +109,7 @@ pub mod fold;
 mod head_loop;
 pub mod replay;
 pub mod spec_baseline;
+mod value_blocks;
 pub mod verify;
 
 use replay_dsl::prelude::*;

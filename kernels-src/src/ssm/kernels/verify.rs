@@ -1,6 +1,7 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
 use super::head_loop::{head_loop, HeadLoads, HeadRows};
+use super::value_blocks::{by_value_block, value_rows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -165,13 +166,8 @@ pub fn mamba2_verify(
         // The two-stage buffer of ASYNC's checkpoint rows, declared once for both tiers.
         let stages_f32 = (ASYNC && !LP).then(|| shared::<f32>(2, &[BV, DK]));
         let stages_f16 = (ASYNC && LP).then(|| shared::<f16>(2, &[BV, DK]));
-        // The last value block's rows, and the tile that holds them: a smaller power of two
-        // than `BV` where `BV` does not divide `DV` (Nano's 80 rows at BV32: 32 + 32 + 16).
-        let nvb = DV.div_ceil(BV);
-        let tail = DV - (nvb - 1) * BV;
-        let tail_rows = tail.next_power_of_two();
         // The verification over `nr` record rows (the drafts' and the committed ones) and `bv`
-        // value rows (`BV`, or `tail_rows` in the last value block).
+        // value rows (`BV`, or the last value block's tail tile).
         let verify_rows = |nr: usize, bv: usize| {
             let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
             let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
@@ -213,15 +209,7 @@ pub fn mamba2_verify(
             let weighs = committed.expand_dims(1) | (is_draft.expand_dims(1) & (ii <= ss));
             let after_row = ii < ss;
 
-            let v = program_id(0) * BV + arange(bv);
-            // Masked only in a last block of BV rows when BV does not divide DV, or in a tail
-            // tile with more rows than the block.
-            let exact = if bv == BV {
-                DV % BV == 0 || tail_rows < BV
-            } else {
-                tail == bv
-            };
-            let vmask = if exact { full([bv], true) } else { v < DV };
+            let (v, vmask) = value_rows(DV, BV, bv);
             let vm = vmask.expand_dims(1);
             // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
             // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
@@ -363,18 +351,8 @@ pub fn mamba2_verify(
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             }
         };
-        // The last value block takes the tail tile where it is smaller than BV.
-        let by_block = |nr: usize| {
-            if tail_rows < BV {
-                if program_id(0) == (nvb - 1) as i32 {
-                    verify_rows(nr, tail_rows);
-                } else {
-                    verify_rows(nr, BV);
-                }
-            } else {
-                verify_rows(nr, BV);
-            }
-        };
+        // The last value block in a tile of its own rows where smaller than BV.
+        let by_block = |nr: usize| by_value_block(DV, BV, &|bv| verify_rows(nr, bv));
         // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
         // the records' work follows the window's fill, not its capacity.
         if let (true, Some(nr_half)) = (TIERS, half_record_rows(L, T)) {
