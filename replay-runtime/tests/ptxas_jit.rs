@@ -231,6 +231,11 @@ fn a_failing_ptxas_falls_back_to_the_drivers_jit_unless_ptxas_was_asked_for() {
         Ok(true) => {}
         Err(e) => panic!("no fallback to the driver's JIT: {e}"),
     }
+    let d = Device::cuda_with(0, Jit::PtxasOrDriver(broken.clone())).unwrap();
+    assert!(d.summary().contains(&broken.display().to_string()), "{}", d.summary());
+    d.load::<Add>(&AddConfig::default(), &Specialization::default())
+        .unwrap();
+    assert!(d.summary().contains("driver's JIT after"), "{}", d.summary());
     match add_runs_correctly(Jit::Ptxas(broken)) {
         Ok(ran) => panic!("a broken ptxas loaded kernels (ran: {ran})"),
         Err(e) => assert!(e.to_string().contains("this ptxas is broken"), "{e}"),

@@ -273,9 +273,15 @@ impl Device {
     }
 
     /// What the device is, as benchmarks print it: [`DeviceInfo`]'s line, and which ptxas
-    /// compiles its kernels when not the driver's JIT.
+    /// compiles its kernels when not the driver's JIT (and whether it has given way to the
+    /// driver's JIT after a failure).
     pub fn summary(&self) -> String {
         match self.jit().and_then(Jit::ptxas) {
+            Some(path) if self.inner.modules.ptxas_failed() => format!(
+                "{}, PTX compiled by the driver's JIT after {} failed",
+                self.inner.info,
+                path.display()
+            ),
             Some(path) => format!("{}, PTX compiled by {}", self.inner.info, path.display()),
             None => self.inner.info.to_string(),
         }

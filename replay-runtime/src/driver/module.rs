@@ -102,7 +102,7 @@ impl ModuleCache {
     }
 
     /// Whether ptxas failed on an earlier module of this device.
-    fn ptxas_failed(&self) -> bool {
+    pub(crate) fn ptxas_failed(&self) -> bool {
         self.ptxas_failed.load(Ordering::Relaxed)
     }
 
