@@ -409,8 +409,8 @@ const DV_19: ModelShape = ModelShape {
 
 /// Value rows that `BV` does not divide (Nano's 80 at BV32: 32 + 32 + 16): the last value block
 /// of the verification and of its fold takes a smaller tile, of exactly its rows (20 at BV8: 8 + 8 + 4; at BV16: 16 + 4) or masked
-/// (19 at BV8: 8 + 8 + 3 in a tile of 4); plain, with `ASYNC` (the tail tile loads its rows
-/// itself), tiers and two precisions, with decode steps between verifications.
+/// (19 at BV8: 8 + 8 + 3 in a tile of 4); with `PREFETCH` or `ASYNC` (the tail tile loads its
+/// rows itself), tiers and two precisions, with decode steps between verifications.
 #[test]
 fn the_last_value_block_takes_a_smaller_tile() {
     let cases = [
@@ -431,7 +431,7 @@ fn the_last_value_block_takes_a_smaller_tile() {
             hb: 2,
             warps: 4,
             fc: 8,
-            prefetch: false,
+            prefetch: !async_copy,
             shared_weights: i % 2 == 1,
             async_copy,
             tiers,

@@ -537,6 +537,7 @@ impl ReplayConfig {
                 BV: self.bv,
                 HB: self.hb,
                 FC: self.fc,
+                PREFETCH: self.prefetch,
                 LP: self.lp,
                 num_warps: self.num_warps,
                 min_blocks: 1,

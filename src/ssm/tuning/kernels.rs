@@ -207,7 +207,7 @@ pub fn tune_verify_tiles(
 }
 
 /// A shortlist of tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks ×
-/// FC`) at window `window`, timed on rows spread over the verifications of a cycle (one in its
+/// FC × PREFETCH`) at window `window`, timed on rows spread over the verifications of a cycle (one in its
 /// length folding the `h` records of the flushing verification, `h + T > L`; the others idle):
 /// an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a flushing one
 /// ~0.93 ms. Its tiles do not change the verification's; whole cycles choose among them
@@ -226,6 +226,7 @@ pub fn tune_fold_tiles(
         .axis("T", [drafts as i64]);
     let space = head_block_axes(space, shape)
         .axis("FC", [16, 32, 64, 128])
+        .axis("PREFETCH", [0, 1])
         .register_limit();
     let cycle = verify_states(window, drafts, accepted);
     let grid_shape = *shape;

@@ -4,6 +4,10 @@ use super::value_blocks::{by_value_block, value_rows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
+/// A head's tiles as the fold loads them: its checkpoint rows (when one block holds every key
+/// column), `A`, and its records' `dt'` and `x`.
+type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
+
 /// Folds, for every row whose flush flag is set (`h + n > L` before a verification of `n`
 /// drafts), its `h` committed records into its checkpoint, written once:
 /// `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ` with `w_j = γ_{j+1:h-1} dt'_j`. Rows without
@@ -22,6 +26,10 @@ use replay_dsl::prelude::*;
 /// of programs: larger `HB` for such cycles (the tuner times whole cycles). Records are held
 /// newest first (tile row `i` is record `h - 1 - i`), so the decay sums are exclusive prefix
 /// sums of the positive `dt'` down the rows.
+///
+/// With `PREFETCH` (a tuning axis) each head's iteration first issues the next head's loads, so
+/// that they are in flight while this head's product runs (two heads' tiles live: more
+/// registers).
 ///
 /// With `LP` the low-precision checkpoint is written too (the f16 of every element written).
 ///
@@ -47,6 +55,7 @@ pub fn mamba2_fold(
     #[constexpr(default = 32)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = 32)] FC: usize,
+    #[constexpr(default = false)] PREFETCH: bool,
     #[constexpr(default = false)] LP: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
@@ -96,16 +105,23 @@ pub fn mamba2_fold(
                         store(ring.ckpt_lp + offs, s_new.cast::<f16>(), vm);
                     }
                 };
-                for hc in range(0, HB as i32) {
-                    let head = head0 + hc;
+                // A head's loads (none where `m` is false): its checkpoint rows (with one block
+                // of all key columns), `A`, and its records' `dt'` and `x`.
+                let loads = |head: Tile<i32>, m: Tile<bool>| {
                     let soff = ((head * DV + v) * DK).expand_dims(1);
-                    let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm));
-                    let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
-                    let dt_c = load(ring_dt + pos * HEADS + head, committed);
+                    let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm & m));
+                    let a_h = load(a + head, m);
+                    let dt_c = load(ring_dt + pos * HEADS + head, committed & m);
                     let x_rec = load(
                         ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                        committed.expand_dims(1) & vmask.expand_dims(0),
+                        committed.expand_dims(1) & vmask.expand_dims(0) & m,
                     );
+                    (s_all, a_h, dt_c, x_rec)
+                };
+                // One head's fold, from its loads.
+                let fold_head = |head: Tile<i32>, (s_all, a_h, dt_c, x_rec): HeadTiles| {
+                    let soff = ((head * DV + v) * DK).expand_dims(1);
+                    let a_h = a_h * std::f32::consts::LOG2_E;
                     let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
                     let gam = exp2(a_h * sum(dt_c, 0));
                     let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
@@ -123,6 +139,19 @@ pub fn mamba2_fold(
                                 );
                             }
                         }
+                    }
+                };
+                if PREFETCH {
+                    // The next head's loads issued before this head's fold (two heads' tiles live).
+                    let mut next = loads(head0, full([], true));
+                    for hc in range(0, HB as i32) {
+                        let this = next;
+                        next = loads(head0 + hc + 1, hc + 1 < HB as i32);
+                        fold_head(head0 + hc, this);
+                    }
+                } else {
+                    for hc in range(0, HB as i32) {
+                        fold_head(head0 + hc, loads(head0 + hc, full([], true)));
                     }
                 }
             };
