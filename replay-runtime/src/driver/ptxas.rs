@@ -30,12 +30,20 @@ impl Jit {
     /// The mode `REPLAY_JIT` asks for, looking up the environment with `var`: `driver`,
     /// `ptxas`, or `auto` (the default, when unset or empty): [`Jit::PtxasOrDriver`] with
     /// [`find_ptxas`]'s binary, [`Jit::Driver`] when there is none. Errors: an unknown value,
-    /// or `ptxas` with none found.
+    /// `ptxas` with none found, or a `REPLAY_PTXAS` that is no file (unless `driver`).
     pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<Jit, String> {
         let value = var("REPLAY_JIT").map(|v| v.to_string_lossy().trim().to_ascii_lowercase());
+        let named = var("REPLAY_PTXAS").filter(|p| !p.is_empty()).map(PathBuf::from);
+        let missing = named.filter(|p| !p.is_file()).map(|p| {
+            format!(
+                "REPLAY_PTXAS={}: no such file (unset it to look for ptxas elsewhere)",
+                p.display()
+            )
+        });
         match value.as_deref() {
-            None | Some("") | Some("auto") => Ok(find_ptxas(&var).map_or(Jit::Driver, Jit::PtxasOrDriver)),
             Some("driver") => Ok(Jit::Driver),
+            _ if missing.is_some() => Err(missing.unwrap_or_default()),
+            None | Some("") | Some("auto") => Ok(find_ptxas(&var).map_or(Jit::Driver, Jit::PtxasOrDriver)),
             Some("ptxas") => find_ptxas(&var).map(Jit::Ptxas).ok_or_else(|| {
                 "REPLAY_JIT=ptxas, but no ptxas was found: set REPLAY_PTXAS to its path, or put it on \
                  PATH or in $CUDA_HOME/bin"
@@ -217,11 +225,25 @@ mod tests {
                 Ok(Jit::PtxasOrDriver(found.clone())),
                 "{value:?}"
             );
-            // A REPLAY_PTXAS that is no file: none found (not even in /usr/local/cuda).
+            // None on PATH: the driver's JIT (unless the toolkit's default place has one).
+            let usual = Path::new("/usr/local/cuda/bin/ptxas");
+            let none = if usual.is_file() {
+                Jit::PtxasOrDriver(usual.to_path_buf())
+            } else {
+                Jit::Driver
+            };
+            vars[0].1 = "/nonexistent";
+            assert_eq!(Jit::from_env(env(&vars)), Ok(none), "{value:?} without a ptxas");
+            // A REPLAY_PTXAS that is no file is an error, unless the driver is asked for.
             vars.push(("REPLAY_PTXAS", "/nonexistent/ptxas"));
-            assert_eq!(Jit::from_env(env(&vars)), Ok(Jit::Driver), "{value:?} without a ptxas");
+            let err = Jit::from_env(env(&vars)).unwrap_err();
+            assert!(err.contains("REPLAY_PTXAS=/nonexistent/ptxas"), "{value:?}: {err}");
         }
-        let driver = [("PATH", path), ("REPLAY_JIT", " Driver ")];
+        let driver = [
+            ("PATH", path),
+            ("REPLAY_JIT", " Driver "),
+            ("REPLAY_PTXAS", "/nonexistent/ptxas"),
+        ];
         assert_eq!(Jit::from_env(env(&driver)), Ok(Jit::Driver));
         let asked = [("PATH", path), ("REPLAY_JIT", "ptxas")];
         assert_eq!(Jit::from_env(env(&asked)), Ok(Jit::Ptxas(found.clone())));
