@@ -262,3 +262,42 @@ fn exact_sizes_key_the_cache_as_they_are() {
     assert_eq!(t.tune_scheme(scheme(112)).unwrap().source, TuneSource::Tuned);
     assert_eq!(t.tune_scheme(scheme(96)).unwrap().source, TuneSource::Cache);
 }
+
+#[test]
+fn a_candidate_far_slower_than_the_best_so_far_is_timed_less() {
+    let d = Device::interpreter();
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = Autotuner::new(&d)
+        .unwrap()
+        .with_cache(TuneCache::open(dir.path().join("tune-v1.json")))
+        .with_mode(TuneMode::Cached)
+        .with_progress(false)
+        .with_settings(BenchSettings {
+            warmup: 1,
+            reps: 8,
+            probe: 3,
+            ..Default::default()
+        });
+    // Each candidate's run sleeps `us` microseconds: 1 ms first (the best so far), then 6 ms
+    // (past twice it: its probe of 3 runs only) and 1.5 ms (within: every run).
+    let scheme = Scheme::new("sleeps", "sleeps", |v, _, _| {
+        std::thread::sleep(std::time::Duration::from_micros(v["us"] as u64));
+        Ok(())
+    })
+    .candidate([("us", 1000)])
+    .candidate([("us", 6000)])
+    .candidate([("us", 1500)]);
+    let tuned = t.tune_scheme(scheme).unwrap();
+    assert_eq!(tuned.config["us"], 1000);
+    let samples: Vec<usize> = tuned
+        .record
+        .unwrap()
+        .candidates
+        .iter()
+        .map(|c| match c.outcome {
+            Outcome::Timed { samples, .. } => samples,
+            ref o => panic!("{o:?}"),
+        })
+        .collect();
+    assert_eq!(samples, vec![8, 3, 8]);
+}

@@ -19,6 +19,11 @@ pub struct BenchSettings {
     pub l2_multiple: f64,
     /// Most input sets to rotate through.
     pub max_sets: usize,
+    /// Timed runs after which a candidate whose fastest run is already more than
+    /// `give_up_ratio` × the best median so far stops (its few samples rank it).
+    pub probe: usize,
+    /// How much slower than the best so far a candidate's probe must be to stop it.
+    pub give_up_ratio: f64,
 }
 
 impl Default for BenchSettings {
@@ -30,6 +35,8 @@ impl Default for BenchSettings {
             atol: 1e-3,
             l2_multiple: 2.0,
             max_sets: 16,
+            probe: 3,
+            give_up_ratio: 2.0,
         }
     }
 }
@@ -62,10 +69,18 @@ pub fn median(samples: &[f64]) -> Option<f64> {
 
 /// Runs `run(i)` `warmup` times untimed, then `reps` times each between two events on
 /// `stream`; `i` counts all runs from 0 (callers rotate input sets with it).
-pub fn time_runs(
+pub fn time_runs(stream: &Stream, settings: &BenchSettings, run: impl FnMut(usize) -> Result<()>) -> Result<Timing> {
+    time_runs_within(stream, settings, run, None)
+}
+
+/// [`time_runs`], stopped after the first [`BenchSettings::probe`] timed runs when even the
+/// fastest of them took longer than `give_up_ms`: a candidate that much slower than the best
+/// so far needs no more samples to be ranked below it.
+pub fn time_runs_within(
     stream: &Stream,
     settings: &BenchSettings,
     mut run: impl FnMut(usize) -> Result<()>,
+    give_up_ms: Option<f64>,
 ) -> Result<Timing> {
     for i in 0..settings.warmup {
         run(i)?;
@@ -74,14 +89,22 @@ pub fn time_runs(
     let reps = settings.reps.max(1);
     let device = stream.device();
     let mut events = Vec::with_capacity(reps);
+    let mut samples = Vec::with_capacity(reps);
     for r in 0..reps {
         let (start, end) = (device.new_event()?, device.new_event()?);
         start.record(stream)?;
         run(settings.warmup + r)?;
         end.record(stream)?;
         events.push((start, end));
+        if let Some(limit) = give_up_ms.filter(|_| r + 1 == settings.probe && r + 1 < reps) {
+            for (start, end) in events.drain(..) {
+                samples.push(start.elapsed_ms(&end)? as f64);
+            }
+            if samples.iter().all(|&t| t > limit) {
+                break;
+            }
+        }
     }
-    let mut samples = Vec::with_capacity(reps);
     for (start, end) in &events {
         samples.push(start.elapsed_ms(end)? as f64);
     }
@@ -232,5 +255,28 @@ mod tests {
         assert_eq!(runs, vec![0, 1, 2, 3, 4]);
         assert_eq!(t.samples, 3);
         assert!(t.median_ms >= 0.0 && t.min_ms <= t.median_ms);
+    }
+
+    #[test]
+    fn a_candidate_far_slower_than_the_best_stops_after_its_probe() {
+        let d = Device::interpreter();
+        let s = d.new_stream().unwrap();
+        let settings = BenchSettings {
+            warmup: 1,
+            reps: 10,
+            probe: 3,
+            ..Default::default()
+        };
+        let slow = |_| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            Ok(())
+        };
+        // Slower than the limit: the probe's 3 samples only.
+        let t = time_runs_within(&s, &settings, slow, Some(0.5)).unwrap();
+        assert_eq!(t.samples, 3);
+        assert!(t.min_ms > 0.5, "{t:?}");
+        // Within it, or with none: every repetition.
+        assert_eq!(time_runs_within(&s, &settings, slow, Some(1e4)).unwrap().samples, 10);
+        assert_eq!(time_runs_within(&s, &settings, slow, None).unwrap().samples, 10);
     }
 }

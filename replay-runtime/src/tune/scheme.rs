@@ -4,7 +4,7 @@
 use super::cache::{CandidateRecord, Outcome, Values};
 use super::key::TuneKey;
 use super::mode::TuneMode;
-use super::tuner::{Autotuner, TuneSource, Tuned};
+use super::tuner::{fastest_median, Autotuner, TuneSource, Tuned};
 use crate::driver::stream::Stream;
 use crate::error::{Result, RuntimeError};
 
@@ -124,7 +124,8 @@ impl Autotuner {
             };
             let units = scheme.units.as_ref().map_or(1.0, |u| u(values)).max(f64::MIN_POSITIVE);
             let run = &mut scheme.run;
-            let outcome = self.evaluate(&mut reference, output, |i| run(values, &self.stream, i), units);
+            let best = fastest_median(&records);
+            let outcome = self.evaluate(&mut reference, output, |i| run(values, &self.stream, i), units, best);
             records.push(CandidateRecord {
                 values: values.clone(),
                 outcome,

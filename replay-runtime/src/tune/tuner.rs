@@ -1,7 +1,7 @@
 //! The autotuner: picks the fastest correct configuration of a kernel for a problem on a
 //! device, remembering every timing in the [`TuneCache`].
 
-use super::bench::{compare, rotation_sets, time_runs, uniform, BenchSettings};
+use super::bench::{compare, rotation_sets, time_runs_within, uniform, BenchSettings};
 use super::cache::{CandidateRecord, Outcome, TuneCache, TuneRecord, Values};
 use super::key::TuneKey;
 use super::mode::TuneMode;
@@ -185,6 +185,17 @@ impl std::fmt::Debug for Autotuner {
     }
 }
 
+/// The least median (per unit) among the timed candidates of `records`.
+pub(crate) fn fastest_median(records: &[CandidateRecord]) -> Option<f64> {
+    records
+        .iter()
+        .filter_map(|c| match c.outcome {
+            Outcome::Timed { median_ms, .. } if median_ms.is_finite() => Some(median_ms),
+            _ => None,
+        })
+        .min_by(f64::total_cmp)
+}
+
 /// Values per buffer compared between candidates (all of a smaller buffer; 64 evenly spaced
 /// runs of a larger one, see [`RawBuffer::read_f64_sample`]). Read, decoded and compared for
 /// every buffer of every candidate: at 2²⁰, a verification candidate at B = 256 (17 buffers)
@@ -254,13 +265,16 @@ impl Autotuner {
     }
 
     /// Compares `output` with the reference (the first correct candidate's output, set here
-    /// when there is none yet), then times `run`. Returns the candidate's outcome.
+    /// when there is none yet), then times `run` (`units` per run), stopping early when its
+    /// first runs are [`BenchSettings::give_up_ratio`] times slower than `best_so_far` (per
+    /// unit). Returns the candidate's outcome.
     pub(crate) fn evaluate(
         &self,
         reference: &mut Option<Vec<f64>>,
         output: Result<Vec<f64>>,
         run: impl FnMut(usize) -> Result<()>,
         units: f64,
+        best_so_far: Option<f64>,
     ) -> Outcome {
         let output = match output {
             Ok(o) => o,
@@ -277,7 +291,8 @@ impl Autotuner {
                 }
             }
         }
-        match time_runs(&self.stream, &self.settings, run) {
+        let give_up = best_so_far.map(|b| b * units * self.settings.give_up_ratio);
+        match time_runs_within(&self.stream, &self.settings, run, give_up) {
             Ok(t) => Outcome::Timed {
                 median_ms: t.median_ms / units,
                 min_ms: t.min_ms / units,
@@ -551,7 +566,7 @@ impl Autotuner {
                                 Engine::Device,
                             )
                         };
-                        self.evaluate(&mut reference, output, run, 1.0)
+                        self.evaluate(&mut reference, output, run, 1.0, fastest_median(&records))
                     }
                 },
             };
