@@ -36,8 +36,31 @@ pub(super) fn go<K: KernelDef>(k: &CompiledKernel<K>, s: &Stream, grid: Grid, ar
 
 /// Loads the specialization these arguments use (so that capturing launches loads nothing).
 pub(super) fn preload<K: KernelDef>(k: &CompiledKernel<K>, args: &[ArgValue<'_>]) -> Result<()> {
+    preload_job(k, args)()
+}
+
+/// A kernel's load, to run with others in [`preload_all`].
+pub(super) type Preload<'k> = Box<dyn FnOnce() -> Result<()> + Send + 'k>;
+
+/// The load of the specialization these arguments use, to run later.
+pub(super) fn preload_job<'k, K: KernelDef>(k: &'k CompiledKernel<K>, args: &[ArgValue<'_>]) -> Preload<'k>
+where
+    K::Config: Sync,
+{
     let infos: Vec<_> = args.iter().map(ArgValue::info).collect();
-    k.load(&Specialization::from_ints(&scalar_ints(&infos))).map(|_| ())
+    let spec = Specialization::from_ints(&scalar_ints(&infos));
+    Box::new(move || k.load(&spec).map(|_| ()))
+}
+
+/// Runs `jobs` at once, a thread each: a load that compiles runs ptxas, and ptxas processes run
+/// in parallel (a verification cycle's four kernels: the time of the slowest, not the sum).
+pub(super) fn preload_all(jobs: Vec<Preload<'_>>) -> Result<()> {
+    std::thread::scope(|s| {
+        let running: Vec<_> = jobs.into_iter().map(|job| s.spawn(job)).collect();
+        running
+            .into_iter()
+            .try_for_each(|r| r.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })
 }
 
 /// `b` as a launch argument.

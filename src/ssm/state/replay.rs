@@ -2,7 +2,7 @@
 
 use super::common::{fill, LayerCore};
 use super::io::StepIo;
-use super::launch::{buf, compile_layer_kernel, go, preload};
+use super::launch::{buf, compile_layer_kernel, go, preload_all, preload_job};
 use super::plan::{Next, ReplayPlan};
 use super::{DecodeLayer, Result};
 use half::bf16;
@@ -291,14 +291,13 @@ impl Mamba2ReplayState {
     /// Loads the kernels a verification of `n` drafts, its commit and a decode step before it
     /// use (before a capture).
     pub fn prepare_verify(&self, io: &StepIo, n: usize) -> Result<()> {
-        if let Some(k) = &self.verify_k {
-            preload(k, &self.verify_args(io, n))?;
-        }
-        if let Some(f) = &self.fold_k {
-            preload(f, &self.fold_args())?;
-        }
-        preload(&self.step_k, &self.step_args(io, Next::Verify(n)))?;
-        preload(&self.commit_k, &self.commit_args(true, Next::Verify(n)))
+        let mut jobs = vec![
+            preload_job(&self.step_k, &self.step_args(io, Next::Verify(n))),
+            preload_job(&self.commit_k, &self.commit_args(true, Next::Verify(n))),
+        ];
+        jobs.extend(self.verify_k.as_ref().map(|k| preload_job(k, &self.verify_args(io, n))));
+        jobs.extend(self.fold_k.as_ref().map(|f| preload_job(f, &self.fold_args())));
+        preload_all(jobs)
     }
 
     fn check_io(&self, io: &StepIo, tokens: usize) -> Result<()> {
@@ -353,8 +352,10 @@ impl DecodeLayer for Mamba2ReplayState {
         self.step_then(stream, io, Next::Decode)
     }
     fn prepare(&self, io: &StepIo) -> Result<()> {
-        preload(&self.step_k, &self.step_args(io, Next::Decode))?;
-        preload(&self.commit_k, &self.commit_args(true, Next::Decode))
+        preload_all(vec![
+            preload_job(&self.step_k, &self.step_args(io, Next::Decode)),
+            preload_job(&self.commit_k, &self.commit_args(true, Next::Decode)),
+        ])
     }
     /// `steps` decode steps (`steps` launches) as one graph; `steps` must be even, so that a
     /// replay of the graph leaves the current counter buffer where it found it (see the
