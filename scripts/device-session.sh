@@ -6,7 +6,8 @@
 #
 # Steps (arguments; default: tests memcheck racecheck tuned notune, in this order):
 #   tests    every GPU test binary in .carry/tests (REPLAY_REQUIRE_GPU=1, SSM tests on the GPU)
-#   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super B=16, T=8)
+#   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super and Nano B=16,
+#            T=8, default plans: Nano's 80 value rows take the verification's and fold's tail tiles)
 #   racecheck compute-sanitizer racecheck (shared-memory hazards: the staging scratch's barriers,
 #            the ASYNC buffers) over the ASYNC verification tests and the dot tests (.carry/tests)
 #   tuned    bench-ssm tuned (REPLAY_TUNE=$TUNED_MODE, default force), with Triton: batches
@@ -153,8 +154,8 @@ racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of t
 for s in "${steps[@]}"; do
   case $s in
     tests) export -f gpu_tests toolkit_ptxas; step tests 240 bash -c gpu_tests ;;
-    memcheck) step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
-      "$bin" bench-ssm --model nemotron3-super-120b --batch 16 --drafts 8 --no-tune ;;
+    memcheck) step memcheck 360 compute-sanitizer --tool memcheck --error-exitcode 1 \
+      "$bin" bench-ssm --model nemotron3-super-120b,nemotron3-nano-4b --batch 16 --drafts 8 --no-tune ;;
     racecheck) export -f racecheck; step racecheck 240 bash -c racecheck ;;
     tuned) step tuned 570 env REPLAY_TUNE="${TUNED_MODE:-force}" "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
       ${TUNED_MODELS:+--model "$TUNED_MODELS"} ${TUNED_DRAFTS:+--drafts "$TUNED_DRAFTS"} --triton "$triton" \
