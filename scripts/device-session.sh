@@ -147,7 +147,8 @@ jit() { # the driver's JIT against ptxas cubins: tuning time, then speed at equa
 racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of the dot products
   export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
   local sanitize=(compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1)
-  "${sanitize[@]}" .carry/tests/replay-kernels-ssm_verify --test-threads=1 speculative_window_16 two_precisions &&
+  "${sanitize[@]}" .carry/tests/replay-kernels-ssm_verify --test-threads=1 speculative_window_16 two_precisions \
+    the_last_value_block &&
     "${sanitize[@]}" .carry/tests/replay-dsl-gpu_dot --test-threads=1
 }
 
