@@ -338,8 +338,8 @@ impl Autotuner {
 
     /// Compiles and loads the candidates `configs` on several threads (on a GPU, where the
     /// compilation of the PTX dominates a tuning's time: in parallel with ptxas, one module at
-    /// a time with the driver's JIT); the device caches the loaded modules, so
-    /// the timing loop finds them. Errors are left for that loop to report.
+    /// a time with the driver's JIT); the device caches the loaded modules, so the timing loop
+    /// finds them. Errors are left for that loop to report.
     fn preload<K: KernelDef>(&self, configs: &[K::Config], spec: &Specialization) {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())

@@ -46,8 +46,9 @@ fn ring_fills() -> Vec<(&'static str, Fill)> {
 }
 
 /// The tile axes of the kernels that tile heads (the verification's, the fold): `BV`, `HB`,
-/// 2, 4 or 8 warps and the occupancy hints for 12 or 16 warps per SM (2 warps: H200, Nano's two-precision verification
-/// at BV32 HB12, 0.548 → 0.532 ms per T=8 cycle; its f32 one 0.563 → 0.584).
+/// 2, 4 or 8 warps and the occupancy hints for 12 or 16 warps per SM (2 warps: H200, Nano's
+/// two-precision verification at BV32 HB12, 0.548 → 0.532 ms per T=8 cycle; its f32 one
+/// 0.563 → 0.584).
 fn head_block_axes<C: replay_dsl::ConfigValues + 'static>(space: SearchSpace<C>, shape: &ModelShape) -> SearchSpace<C> {
     space
         .axis("BV", bv_values_replay(shape))
