@@ -148,3 +148,30 @@ impl AdmitKernel {
         stream.synchronize()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{preload_all, Preload};
+    use replay_runtime::RuntimeError;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_preload_runs_and_a_failure_is_returned() {
+        let ran = AtomicUsize::new(0);
+        let job = |fail: bool| -> Preload<'_> {
+            let ran = &ran;
+            Box::new(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+                if fail {
+                    Err(RuntimeError::Size("this load failed".into()))
+                } else {
+                    Ok(())
+                }
+            })
+        };
+        preload_all(vec![job(false), job(false)]).unwrap();
+        let err = preload_all(vec![job(false), job(true), job(false)]).unwrap_err();
+        assert!(err.to_string().contains("this load failed"), "{err}");
+        assert_eq!(ran.load(Ordering::Relaxed), 5);
+    }
+}
