@@ -267,17 +267,12 @@ fn exact_sizes_key_the_cache_as_they_are() {
 fn a_candidate_far_slower_than_the_best_so_far_is_timed_less() {
     let d = Device::interpreter();
     let dir = tempfile::tempdir().unwrap();
-    let mut t = Autotuner::new(&d)
-        .unwrap()
-        .with_cache(TuneCache::open(dir.path().join("tune-v1.json")))
-        .with_mode(TuneMode::Cached)
-        .with_progress(false)
-        .with_settings(BenchSettings {
-            warmup: 1,
-            reps: 8,
-            probe: 3,
-            ..Default::default()
-        });
+    let mut t = tuner(&d, &dir.path().join("tune-v1.json"), TuneMode::Cached).with_settings(BenchSettings {
+        warmup: 1,
+        reps: 8,
+        probe: 3,
+        ..Default::default()
+    });
     // Each candidate's run sleeps `us` microseconds: 1 ms first (the best so far), then 6 ms
     // (past twice it: its probe of 3 runs only) and 1.5 ms (within: every run).
     let scheme = Scheme::new("sleeps", "sleeps", |v, _, _| {

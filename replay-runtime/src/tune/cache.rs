@@ -63,6 +63,16 @@ pub struct CandidateRecord {
     pub outcome: Outcome,
 }
 
+impl CandidateRecord {
+    /// Its median time, when it was timed to a finite one.
+    pub fn timed_median(&self) -> Option<f64> {
+        match self.outcome {
+            Outcome::Timed { median_ms, .. } if median_ms.is_finite() => Some(median_ms),
+            _ => None,
+        }
+    }
+}
+
 /// The result of one tuning run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TuneRecord {
@@ -95,10 +105,7 @@ impl TuneRecord {
         let mut timed: Vec<(f64, &Values)> = self
             .candidates
             .iter()
-            .filter_map(|c| match c.outcome {
-                Outcome::Timed { median_ms, .. } if median_ms.is_finite() => Some((median_ms, &c.values)),
-                _ => None,
-            })
+            .filter_map(|c| Some((c.timed_median()?, &c.values)))
             .collect();
         timed.sort_by(|a, b| a.0.total_cmp(&b.0));
         timed.into_iter().take(k).map(|(_, v)| v).collect()

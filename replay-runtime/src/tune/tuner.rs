@@ -189,10 +189,7 @@ impl std::fmt::Debug for Autotuner {
 pub(crate) fn fastest_median(records: &[CandidateRecord]) -> Option<f64> {
     records
         .iter()
-        .filter_map(|c| match c.outcome {
-            Outcome::Timed { median_ms, .. } if median_ms.is_finite() => Some(median_ms),
-            _ => None,
-        })
+        .filter_map(CandidateRecord::timed_median)
         .min_by(f64::total_cmp)
 }
 
