@@ -409,6 +409,16 @@ pub struct SharedBuffer {
     pub shape: Vec<usize>,
     /// Number of stages (tiles).
     pub stages: usize,
+    /// The earlier buffer whose bytes this one shares ([`crate::Shared::overlay`]; it overlays
+    /// none itself), or none: a region of its own.
+    pub overlays: Option<usize>,
+}
+
+impl SharedBuffer {
+    /// The buffer whose region this one lies in: the one it overlays, else itself (`id`).
+    pub fn region(&self, id: usize) -> usize {
+        self.overlays.unwrap_or(id)
+    }
 }
 
 impl Kernel {
@@ -657,7 +667,8 @@ impl fmt::Display for Kernel {
             self.num_warps
         )?;
         for (i, b) in self.shared.iter().enumerate() {
-            writeln!(f, "  shared{i}: {}[{}x{:?}]", b.dtype, b.stages, b.shape)?;
+            let over = b.overlays.map(|o| format!(" over shared{o}")).unwrap_or_default();
+            writeln!(f, "  shared{i}: {}[{}x{:?}]{over}", b.dtype, b.stages, b.shape)?;
         }
         self.fmt_block(f, &self.body, 1)?;
         writeln!(f, "}}")

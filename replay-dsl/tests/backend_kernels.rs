@@ -170,6 +170,51 @@ fn async_copies_lower_to_cp_async_into_stages() {
     }
 }
 
+/// Sums rows of `x` through a two-stage shared buffer of `[16, 128]` in program 0, and through
+/// a buffer of `[2, overlay_rows, 128]` in the other programs: overlaying the first when
+/// `overlaid`, a region of its own otherwise.
+fn rows_and_tail(overlay_rows: usize, overlaid: bool) -> Kernel {
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32)];
+    trace("rows_and_tail", params, vec![], 4, |a| {
+        let (x, o) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]));
+        let buf = shared::<f32>(2, &[16, 128]);
+        let tail = if overlaid {
+            buf.overlay(2, &[overlay_rows, 128])
+        } else {
+            shared::<f32>(2, &[overlay_rows, 128])
+        };
+        let sum_rows = |b: Shared<f32>, rows: usize| {
+            let local = (arange(rows) * 128).expand_dims(1) + arange(128).expand_dims(0);
+            b.copy_async(1, x + local, true);
+            wait_async(0);
+            store(o + arange(rows), sum(b.read(1), 1), true);
+        };
+        program_id(0)
+            .compare(CmpOp::Eq, 0)
+            .branch((), |()| sum_rows(buf, 16), |()| sum_rows(tail, overlay_rows));
+    })
+    .unwrap()
+}
+
+#[test]
+fn an_overlaid_buffer_shares_the_region_of_the_larger() {
+    let bytes = |k: &Kernel| check(k)[0].shared_bytes as usize;
+    let stage = 16 * 128 * 4;
+    for rows in [4, 8] {
+        let own = bytes(&rows_and_tail(rows, false));
+        let overlaid = bytes(&rows_and_tail(rows, true));
+        assert_eq!(
+            own - overlaid,
+            2 * rows * 128 * 4,
+            "{rows} rows: {own} against {overlaid}"
+        );
+    }
+    // An overlay larger than its buffer makes the region its size.
+    let own = bytes(&rows_and_tail(32, false));
+    let overlaid = bytes(&rows_and_tail(32, true));
+    assert_eq!(own - overlaid, 2 * stage, "{own} against {overlaid}");
+}
+
 fn row_softmax(block: usize, warps: u32) -> Kernel {
     trace(
         "softmax",

@@ -324,3 +324,69 @@ fn element_type_mismatch_is_an_error() {
         "{err}"
     );
 }
+
+/// Copies `x[0..64]` into a shared buffer, `x[64..96]` into a buffer overlaying it, in the
+/// order `overlay_first` says, then stores what each holds (the overlay's to `out[64..96]`).
+fn overlaid_kernel(overlay_first: bool) -> Kernel {
+    let params = vec![ptr("x", Elem::F32), ptr("out", Elem::F32)];
+    trace("overlaid", params, vec![], 4, |a| {
+        let x = Tile::<Ptr<f32>>::from_value(a[0]);
+        let out = Tile::<Ptr<f32>>::from_value(a[1]);
+        let buf = shared::<f32>(1, &[64]);
+        let tail = buf.overlay(1, &[32]);
+        let copy_buf = || buf.copy_async(0, x + arange(64), true);
+        let copy_tail = || tail.copy_async(0, x + 64 + arange(32), true);
+        if overlay_first {
+            copy_tail();
+            wait_async(0);
+            copy_buf();
+        } else {
+            copy_buf();
+            wait_async(0);
+            copy_tail();
+        }
+        wait_async(0);
+        store(out + 64 + arange(32), tail.read(0), true);
+        store(out + arange(64), buf.read(0), true);
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_copy_into_an_overlaid_buffer_forgets_the_other() {
+    let mut mem = Memory::new();
+    let xs: Vec<f32> = (0..96).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let x = mem.alloc(&xs);
+    // The overlay copied last: its values read back; the buffer's were overwritten.
+    let out = mem.alloc(&[f32::NAN; 96]);
+    let err = run(
+        &overlaid_kernel(false),
+        [1, 1, 1],
+        &[Arg::ptr(x), Arg::ptr(out)],
+        &mut mem,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, InterpError::SharedBuffer { op, .. } if op == "shared_read shared0"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("no completed copy"), "{err}");
+    assert_eq!(mem.read::<f32>(out)[64..], xs[64..], "the overlay's stage read back");
+    // The buffer copied last: reading the overlay fails before anything is stored.
+    let out = mem.alloc(&[f32::NAN; 96]);
+    let err = run(
+        &overlaid_kernel(true),
+        [1, 1, 1],
+        &[Arg::ptr(x), Arg::ptr(out)],
+        &mut mem,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, InterpError::SharedBuffer { op, .. } if op == "shared_read shared1"),
+        "{err}"
+    );
+    assert!(
+        mem.read::<f32>(out).iter().all(|v| v.is_nan()),
+        "nothing stored after the fault"
+    );
+}

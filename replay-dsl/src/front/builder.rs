@@ -183,6 +183,11 @@ pub fn declare_shared(buffer: SharedBuffer) -> usize {
     })
 }
 
+/// Makes shared buffer `id` of the kernel being traced share the bytes of buffer `region`.
+pub fn set_overlay(id: usize, region: usize) {
+    with(|ctx| ctx.kernel.shared[id].overlays = Some(region))
+}
+
 /// The shared-memory buffer `id` of the kernel being traced.
 pub fn shared_buffer(id: usize) -> SharedBuffer {
     with(|ctx| ctx.kernel.shared[id].clone())

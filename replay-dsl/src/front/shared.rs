@@ -2,7 +2,7 @@
 //! stage of a buffer while the program computes, waited for, then read as a tile (the
 //! double-buffered loops of Triton's software pipelining, written out).
 
-use super::builder::{declare_shared, fail, push, push1, shared_buffer, ty};
+use super::builder::{declare_shared, fail, push, push1, set_overlay, shared_buffer, ty};
 use super::ops::{mask_for, MaskArg};
 use super::tile::{Operand, Ptr, Scalar, Tile};
 use crate::error::ErrorKind;
@@ -33,6 +33,7 @@ pub fn shared<T: Scalar>(stages: usize, shape: &[usize]) -> Shared<T> {
         dtype: T::DTYPE,
         shape: shape.to_vec(),
         stages: stages.max(1),
+        overlays: None,
     });
     Shared { id, _elem: PhantomData }
 }
@@ -51,6 +52,19 @@ fn stage_value(stage: impl Operand<i32>, op: &str) -> crate::ir::Value {
 }
 
 impl<T: Scalar> Shared<T> {
+    /// A buffer of `stages` tiles of `shape` in the same bytes as this one (their region as
+    /// large as the larger of the two), for code paths that use one or the other: a tail tile
+    /// of its own shape beside the main loop's, without more shared memory. A copy into either
+    /// overwrites what the other holds (the interpreter forgets the other's stages, so that
+    /// reading them is an error).
+    #[track_caller]
+    pub fn overlay(&self, stages: usize, shape: &[usize]) -> Shared<T> {
+        let over = shared::<T>(stages, shape);
+        let region = shared_buffer(self.id).region(self.id);
+        set_overlay(over.id, region);
+        over
+    }
+
     /// Starts copying the memory behind `ptr` (the shape of one stage) into stage `stage`, as
     /// one copy group that completes in the background; lanes where `mask` is false become 0
     /// and are not read. The copy begins after every earlier [`Shared::read`] of this buffer by

@@ -506,6 +506,13 @@ impl<'a> Exec<'a> {
             Op::WaitAsync(pending) => {
                 while self.in_flight.len() > *pending {
                     let (b, s, data) = self.in_flight.pop_front().expect("a copy in flight");
+                    // The buffers sharing its bytes hold nothing readable any more.
+                    let region = k.shared[b].region(b);
+                    for (c, other) in k.shared.iter().enumerate() {
+                        if c != b && other.region(c) == region {
+                            self.stages[c].iter_mut().for_each(|st| *st = None);
+                        }
+                    }
                     self.stages[b][s] = Some(data);
                 }
                 Ok(())

@@ -1,7 +1,7 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
 use super::head_loop::{head_loop, HeadLoads, HeadRows};
-use super::value_blocks::{by_value_block, value_rows};
+use super::value_blocks::{by_value_block, tail_rows, value_rows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -43,6 +43,35 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
     sum(select(m, t, 0.0), 0)
 }
 
+/// `ASYNC`'s two-stage shared buffers of checkpoint rows `[rows, DK]`: one of `BV` rows, and
+/// one of the last value block's tail tile where that is smaller, in the same bytes (a program
+/// uses one of them).
+#[derive(Clone, Copy)]
+struct AsyncStages<T: Scalar> {
+    full: Option<Shared<T>>,
+    tail: Option<Shared<T>>,
+}
+
+impl<T: Scalar> AsyncStages<T> {
+    /// The buffers (none unless `on`) for value blocks of `bv` rows, the last one's tile `tail`.
+    fn declare(on: bool, bv: usize, tail: usize, dk: usize) -> Self {
+        let full = on.then(|| shared::<T>(2, &[bv, dk]));
+        AsyncStages {
+            full,
+            tail: full.filter(|_| tail < bv).map(|f| f.overlay(2, &[tail, dk])),
+        }
+    }
+
+    /// The buffer of a tile of `rows` rows (`bv`, or the tail's).
+    fn of(self, rows: usize, bv: usize) -> Option<Shared<T>> {
+        if rows == bv {
+            self.full
+        } else {
+            self.tail
+        }
+    }
+}
+
 /// `y · silu(z)` with `z` (`y` without): `y · z / (1 + e^-z)`, the reciprocal as `rsqrt²` (no
 /// division).
 fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
@@ -64,8 +93,8 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 /// `hb·HB ..` (one group `g`) and value rows `vb·BV ..` of batch row `row` (a slot's programs
 /// are launched one after the other: its state is read in address order). Where `BV` does not
 /// divide `DV`, the last value block's rows take a tile of the next power of two (Nano's 80 rows
-/// at BV32: 32 + 32 + 16, not 32 + 32 + 32 half masked), which reads its checkpoint rows without
-/// `ASYNC`'s buffer. Every product is a `dot`:
+/// at BV32: 32 + 32 + 16, not 32 + 32 + 32 half masked), with `ASYNC` through a buffer of its own
+/// rows. Every product is a `dot`:
 ///
 /// - **Records**: `nr = record_rows(L + tq)` rows (`tq` = `T` rounded up to a power of two, at
 ///   least [`MIN_DRAFT_COLUMNS`]): the drafts first (row `s` is draft `s`), then the `h`
@@ -163,9 +192,9 @@ pub fn mamba2_verify(
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
-        // The two-stage buffer of ASYNC's checkpoint rows, declared once for both tiers.
-        let stages_f32 = (ASYNC && !LP).then(|| shared::<f32>(2, &[BV, DK]));
-        let stages_f16 = (ASYNC && LP).then(|| shared::<f16>(2, &[BV, DK]));
+        // The two-stage buffers of ASYNC's checkpoint rows, declared once for both tiers.
+        let stages_f32 = AsyncStages::<f32>::declare(ASYNC && !LP, BV, tail_rows(DV, BV), DK);
+        let stages_f16 = AsyncStages::<f16>::declare(ASYNC && LP, BV, tail_rows(DV, BV), DK);
         // The verification over `nr` record rows (the drafts' and the committed ones) and `bv`
         // value rows (`BV`, or the last value block's tail tile).
         let verify_rows = |nr: usize, bv: usize| {
@@ -338,7 +367,7 @@ pub fn mamba2_verify(
                     ptr: &lp_of,
                     mask: vm,
                     q: q_lp,
-                    stages: stages_f16.filter(|_| bv == BV),
+                    stages: stages_f16.of(bv, BV),
                 };
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             } else {
@@ -346,7 +375,7 @@ pub fn mamba2_verify(
                     ptr: &sptr_of,
                     mask: vm,
                     q: q_t,
-                    stages: stages_f32.filter(|_| bv == BV),
+                    stages: stages_f32.of(bv, BV),
                 };
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             }

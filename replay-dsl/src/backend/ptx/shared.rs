@@ -1,5 +1,5 @@
-//! Shared buffers ([`Op::CopyAsync`], [`Op::WaitAsync`], [`Op::SharedRead`]). Every buffer has
-//! its own region at the start of the shared array (the staging scratch of conversions,
+//! Shared buffers ([`Op::CopyAsync`], [`Op::WaitAsync`], [`Op::SharedRead`]). Every buffer (with
+//! the buffers that overlay it) has its own region at the start of the shared array (the staging scratch of conversions,
 //! reductions and dots follows them); its stages lie one after the other, each a row-major
 //! tile whose rows are padded to the pitch with the fewest shared-memory wavefronts over the
 //! buffer's copies and reads (the bank model of [`crate::backend::mma::wavefronts`]).
@@ -32,33 +32,51 @@ pub(super) struct BufferPlan {
     strides: Vec<usize>,
 }
 
-/// Places every buffer of `kernel`; returns the plans and the bytes they take together.
+/// Places every buffer of `kernel`; returns the plans and the bytes they take together. A
+/// buffer that overlays another starts where that one does; their region is as large as the
+/// larger of them.
 pub(super) fn plan_buffers(kernel: &Kernel, asg: &mut Assignment<'_>) -> (Vec<BufferPlan>, usize) {
     let mut uses: Vec<Vec<(LayoutId, usize)>> = vec![Vec::new(); kernel.shared.len()];
     collect_uses(kernel, &kernel.body, asg, &mut uses);
-    let mut offset = 0;
-    let mut plans = Vec::with_capacity(kernel.shared.len());
+    let mut plans: Vec<BufferPlan> = kernel
+        .shared
+        .iter()
+        .zip(&uses)
+        .map(|(buffer, uses)| {
+            let s = mem_bytes(buffer.dtype);
+            let shape = &buffer.shape;
+            let cols = *shape.last().expect("a buffer has a shape");
+            let rows: usize = shape[..shape.len() - 1].iter().product();
+            let layouts: Vec<(Layout, usize)> = uses.iter().map(|(l, w)| (asg.layout(*l).clone(), *w)).collect();
+            let pitch = if rows > 1 { row_pitch(&layouts, s, cols) } else { cols };
+            let mut strides = vec![0; shape.len()];
+            strides[shape.len() - 1] = s;
+            let mut step = pitch * s;
+            for d in (0..shape.len() - 1).rev() {
+                strides[d] = step;
+                step *= shape[d];
+            }
+            BufferPlan {
+                offset: 0,
+                stage_bytes: (rows * pitch * s).div_ceil(16) * 16,
+                strides,
+            }
+        })
+        .collect();
+    // Each region's bytes (the largest of its buffers), then the regions one after the other.
+    let mut region_bytes = vec![0; plans.len()];
     for (b, buffer) in kernel.shared.iter().enumerate() {
-        let s = mem_bytes(buffer.dtype);
-        let shape = &buffer.shape;
-        let cols = *shape.last().expect("a buffer has a shape");
-        let rows: usize = shape[..shape.len() - 1].iter().product();
-        let layouts: Vec<(Layout, usize)> = uses[b].iter().map(|(l, w)| (asg.layout(*l).clone(), *w)).collect();
-        let pitch = if rows > 1 { row_pitch(&layouts, s, cols) } else { cols };
-        let mut strides = vec![0; shape.len()];
-        strides[shape.len() - 1] = s;
-        let mut step = pitch * s;
-        for d in (0..shape.len() - 1).rev() {
-            strides[d] = step;
-            step *= shape[d];
-        }
-        let stage_bytes = (rows * pitch * s).div_ceil(16) * 16;
-        plans.push(BufferPlan {
-            offset,
-            stage_bytes,
-            strides,
-        });
-        offset += stage_bytes * buffer.stages;
+        let r = buffer.region(b);
+        region_bytes[r] = region_bytes[r].max(plans[b].stage_bytes * buffer.stages);
+    }
+    let mut region_offset = vec![0; plans.len()];
+    let mut offset = 0;
+    for (r, bytes) in region_bytes.iter().enumerate() {
+        region_offset[r] = offset;
+        offset += bytes;
+    }
+    for (b, buffer) in kernel.shared.iter().enumerate() {
+        plans[b].offset = region_offset[buffer.region(b)];
     }
     (plans, offset)
 }
