@@ -35,6 +35,8 @@ struct Case {
     async_copy: bool,
     /// The verification's `TIERS` (half-size record tiles where the records fit).
     tiers: bool,
+    /// `TAIL` of the verification and the fold (the last value block in a tile of its rows).
+    tail: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
@@ -104,6 +106,7 @@ fn run(case: Case) {
         shared_weights,
         async_copy,
         tiers,
+        tail,
         early,
         lp,
         seed,
@@ -144,6 +147,7 @@ fn run(case: Case) {
         shared_weights,
         async_copy,
         tiers,
+        tail,
         early,
         lp,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -332,6 +336,7 @@ fn speculative_window_4_drafts_3() {
         shared_weights: false,
         async_copy: false,
         tiers: false,
+        tail: false,
         early: false,
         lp: false,
         seed: 11,
@@ -360,6 +365,7 @@ fn two_warps_take_one_row_tile_each() {
             shared_weights: false,
             async_copy,
             tiers: true,
+            tail: false,
             early: false,
             lp,
             seed: 300 + i as u64,
@@ -384,6 +390,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         shared_weights: true,
         async_copy: true,
         tiers: false,
+        tail: false,
         early: false,
         lp: false,
         seed: 12,
@@ -408,18 +415,22 @@ const DV_19: ModelShape = ModelShape {
 };
 
 /// Value rows that `BV` does not divide (Nano's 80 at BV32: 32 + 32 + 16): the last value block
-/// of the verification and of its fold takes a smaller tile, of exactly its rows (20 at BV8: 8 + 8 + 4; at BV16: 16 + 4) or masked
-/// (19 at BV8: 8 + 8 + 3 in a tile of 4); with `PREFETCH` or `ASYNC` (the tail tile loads its
-/// rows itself), tiers and two precisions, with decode steps between verifications.
+/// of the verification and of its fold masked, or with `TAIL` in a smaller tile, of exactly its
+/// rows (20 at BV8: 8 + 8 + 4; at BV16: 16 + 4) or masked (19 at BV8: 8 + 8 + 3 in a tile of 4);
+/// with `PREFETCH` or `ASYNC` (the tail tile's rows through a buffer overlaying the others'),
+/// tiers and two precisions, with decode steps between verifications.
 #[test]
-fn the_last_value_block_takes_a_smaller_tile() {
+fn the_last_value_block_is_masked_or_takes_a_smaller_tile() {
+    // (shape, BV, ASYNC, TIERS, LP, TAIL)
     let cases = [
-        (DV_20, 8, false, false, false),
-        (DV_20, 16, true, true, true),
-        (DV_19, 8, true, true, false),
-        (DV_19, 8, false, false, true),
+        (DV_20, 8, false, false, false, true),
+        (DV_20, 16, true, true, true, true),
+        (DV_19, 8, true, true, false, true),
+        (DV_19, 8, false, false, true, true),
+        (DV_20, 16, true, false, false, false),
+        (DV_19, 8, false, true, true, false),
     ];
-    for (i, (shape, bv, async_copy, tiers, lp)) in cases.into_iter().enumerate() {
+    for (i, (shape, bv, async_copy, tiers, lp, tail)) in cases.into_iter().enumerate() {
         run(Case {
             shape,
             l: 16,
@@ -435,6 +446,7 @@ fn the_last_value_block_takes_a_smaller_tile() {
             shared_weights: i % 2 == 1,
             async_copy,
             tiers,
+            tail,
             early: false,
             lp,
             seed: 500 + i as u64,
@@ -469,6 +481,7 @@ fn record_tiers_match_the_recurrence() {
             shared_weights,
             async_copy,
             tiers: true,
+            tail: false,
             early: false,
             lp,
             seed: 40 + i as u64,
@@ -497,6 +510,7 @@ fn two_precisions_verify_from_the_f16_checkpoint() {
             shared_weights: false,
             async_copy,
             tiers: false,
+            tail: false,
             early: false,
             lp: true,
             seed: 40 + i as u64,
@@ -521,6 +535,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         shared_weights: false,
         async_copy: false,
         tiers: false,
+        tail: false,
         early: true,
         lp: false,
         seed: 13,
@@ -666,6 +681,7 @@ fn every_tuning_point_matches_the_recurrence() {
             shared_weights,
             async_copy,
             tiers: false,
+            tail: false,
             early: i % 3 == 1,
             lp: false,
             seed: 200 + i as u64,

@@ -439,6 +439,8 @@ pub struct ReplayConfig {
     pub async_copy: bool,
     /// The verification's `TIERS` (half-size record tiles where they fit).
     pub tiers: bool,
+    /// `TAIL` of the verification and the fold (the last value block in a tile of its rows).
+    pub tail: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
     /// The replay step's `FR` (state rows per flush block).
@@ -464,6 +466,7 @@ impl ReplayConfig {
             shared_weights: true,
             async_copy: false,
             tiers: false,
+            tail: false,
             fc: 32,
             fr: 8,
             lp: false,
@@ -515,6 +518,7 @@ impl ReplayConfig {
                 ASYNC: self.async_copy,
                 LP: self.lp,
                 TIERS: self.tiers,
+                TAIL: self.tail,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },
@@ -539,6 +543,7 @@ impl ReplayConfig {
                 FC: self.fc,
                 PREFETCH: self.prefetch,
                 LP: self.lp,
+                TAIL: self.tail,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

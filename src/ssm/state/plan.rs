@@ -81,13 +81,19 @@ pub struct Tiles {
     /// (its `TIERS`; other kernels ignore it).
     #[serde(default)]
     pub record_tiers: bool,
+    /// Where `bv` does not divide the value rows, the verification's and the fold's last value
+    /// block takes a tile of its own rows instead of a masked one (their `TAIL`; other kernels
+    /// ignore it).
+    #[serde(default)]
+    pub tail_tiles: bool,
 }
 
 impl Tiles {
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
     /// checkpoint load, `prefetch` with the next head's loads (the step: its flush's tile)
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
-    /// into shared memory, `tiers` with half-size record tiles where they fit, `fc=..` with
+    /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
+    /// last value block in a tile of its own rows, `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -100,6 +106,7 @@ impl Tiles {
         let wph = if self.shared_weights { "" } else { " wph" };
         let copy = if self.async_copy { " async" } else { "" };
         let tiers = if self.record_tiers { " tiers" } else { "" };
+        let tail = if self.tail_tiles { " tail" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -111,7 +118,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{fc}{fr}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -184,6 +191,7 @@ impl ReplayPlan {
             flush_rows: DEFAULT_FLUSH_ROWS,
             async_copy: false,
             record_tiers: false,
+            tail_tiles: false,
         };
         ReplayPlan {
             window,
@@ -233,6 +241,7 @@ impl ConventionalPlan {
             flush_rows: DEFAULT_FLUSH_ROWS,
             async_copy: false,
             record_tiers: false,
+            tail_tiles: false,
         };
         ConventionalPlan {
             decode: t,

@@ -97,13 +97,13 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers)
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles)
             })
             .transpose()?;
         let fold_k = (t > 0)
             .then(|| {
                 let tiles = plan.fold;
-                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp)
+                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles)
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(

@@ -13,9 +13,14 @@ use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
+use replay_kernels::ssm::kernels::value_blocks::tail_rows;
 use replay_kernels::ssm::kernels::verify::{half_record_rows, mamba2_verify};
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace};
+
+/// The verification's and the fold's `TAIL` constraint: a tail tile only where the last value
+/// block's tile would be smaller (else `TAIL` changes nothing).
+const TAIL_WHERE: &str = "a tail tile only where the last value block's is smaller";
 
 /// `problem` with its buffers filled by `fills` and the cache-key sizes `sizes` (in order).
 fn with_inputs<C>(
@@ -180,6 +185,7 @@ pub fn tune_verify_tiles(
         .axis("SHARED_WEIGHTS", [0, 1])
         .axis("ASYNC", [0, 1])
         .axis("TIERS", [0, 1])
+        .axis("TAIL", [0, 1])
         .constraint(
             "the next head's checkpoint rows either prefetched or copied",
             |c: &C, _| !(c.PREFETCH && c.ASYNC),
@@ -188,6 +194,7 @@ pub fn tune_verify_tiles(
             "record tiers only where half the record rows hold more than the drafts",
             |c: &C, _| !c.TIERS || half_record_rows(c.L, c.T).is_some(),
         )
+        .constraint(TAIL_WHERE, |c: &C, _| !c.TAIL || tail_rows(c.DV, c.BV) < c.BV)
         .register_limit();
     let grid_shape = *shape;
     let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
@@ -208,7 +215,7 @@ pub fn tune_verify_tiles(
 }
 
 /// A shortlist of tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks ×
-/// FC × PREFETCH`) at window `window`, timed on rows spread over the verifications of a cycle (one in its
+/// FC × PREFETCH × TAIL`) at window `window`, timed on rows spread over the verifications of a cycle (one in its
 /// length folding the `h` records of the flushing verification, `h + T > L`; the others idle):
 /// an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a flushing one
 /// ~0.93 ms. Its tiles do not change the verification's; whole cycles choose among them
@@ -228,6 +235,8 @@ pub fn tune_fold_tiles(
     let space = head_block_axes(space, shape)
         .axis("FC", [16, 32, 64, 128])
         .axis("PREFETCH", [0, 1])
+        .axis("TAIL", [0, 1])
+        .constraint(TAIL_WHERE, |c: &C, _| !c.TAIL || tail_rows(c.DV, c.BV) < c.BV)
         .register_limit();
     let cycle = verify_states(window, drafts, accepted);
     let grid_shape = *shape;

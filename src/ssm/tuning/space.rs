@@ -217,6 +217,7 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         flush_rows: get("FR", DEFAULT_FLUSH_ROWS as i64) as usize,
         async_copy: get("ASYNC", 0) != 0,
         record_tiers: get("TIERS", 0) != 0,
+        tail_tiles: get("TAIL", 0) != 0,
     }
 }
 

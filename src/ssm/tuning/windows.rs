@@ -303,6 +303,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("FR", tiles.flush_rows as i64),
         ("ASYNC", tiles.async_copy as i64),
         ("TIERS", tiles.record_tiers as i64),
+        ("TAIL", tiles.tail_tiles as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -19,8 +19,8 @@ type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 /// Program `(vb, hb, row)` of the `(⌈DV/BV⌉, HEADS/HB, batch)` grid handles the `HB` value
 /// heads `hb·HB ..` (one group `g`) and the value rows `vb·BV ..` of batch row `row` (a slot's
 /// programs one after the other: its state streamed in address order; where `BV` does not
-/// divide `DV`, the last value block in a tile of the next power of two of its rows, as in the
-/// verification), head by head, `FC` key columns at a time: one `dot_acc` over all record rows per block (with `FC ≥ DK`, one block
+/// divide `DV`, the last value block masked, or with `TAIL` in a tile of the next power of two
+/// of its rows, as in the verification), head by head, `FC` key columns at a time: one `dot_acc` over all record rows per block (with `FC ≥ DK`, one block
 /// whose loads are all issued first, the keys once per program). Programs of rows without
 /// the flag exit after two loads, so a launch in which few rows fold costs about its number
 /// of programs: larger `HB` for such cycles (the tuner times whole cycles). Records are held
@@ -57,6 +57,7 @@ pub fn mamba2_fold(
     #[constexpr(default = 32)] FC: usize,
     #[constexpr(default = false)] PREFETCH: bool,
     #[constexpr(default = false)] LP: bool,
+    #[constexpr(default = false)] TAIL: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -96,7 +97,7 @@ pub fn mamba2_fold(
             let all_keys = (fc == DK).then(|| keys_of(cols));
             // The fold of `bv` value rows (`BV`, or the last value block's tail tile).
             let fold_rows = |bv: usize| {
-                let (v, vmask) = value_rows(DV, BV, bv);
+                let (v, vmask) = value_rows(DV, BV, bv, TAIL);
                 let vm = vmask.expand_dims(1);
                 // Both checkpoints of the elements at `offs` (element offsets from the slot's).
                 let write = |offs: Tile<i32>, s_new: Tile<f32>| {
@@ -155,7 +156,7 @@ pub fn mamba2_fold(
                     }
                 }
             };
-            by_value_block(DV, BV, &fold_rows);
+            by_value_block(DV, BV, TAIL, &fold_rows);
         }
     }
 }

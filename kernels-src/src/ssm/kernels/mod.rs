@@ -14,7 +14,7 @@
 //! The conventional kernels and the replay step tile a slot's state by flat rows (`HEADS·DV`
 //! rows of `DK`, `BV` rows per program, `BV` dividing `(HEADS/GROUPS)·DV`: see [`decode`]); the
 //! verification and its fold by `HB` heads and `BV` value rows (when `BV` does not divide `DV`,
-//! the last value block in a smaller tile of its own rows). The grids order
+//! the last value block masked, or with `TAIL` in a smaller tile of its own rows). The grids order
 //! programs as measured fastest (H200, B = 256): a slot's tiles first for the kernels that
 //! stream the state (the conventional ones 90 → 96 % of copy bandwidth, the verification cycle
 //! −7 % on nemotron3-nano-4b), the batch rows first for the replay step (3 % faster than a
@@ -109,7 +109,7 @@ pub mod fold;
 mod head_loop;
 pub mod replay;
 pub mod spec_baseline;
-mod value_blocks;
+pub mod value_blocks;
 pub mod verify;
 
 use replay_dsl::prelude::*;

@@ -1,7 +1,8 @@
 //! The value blocks of the head-tiled kernels (the verification and its fold): axis 0 of their
 //! `(⌈DV/BV⌉, HEADS/HB, batch)` grids, `BV` value rows each. Where `BV` does not divide `DV`,
-//! the last block's rows take a tile of the next power of two (Nano's 80 rows at BV32:
-//! 32 + 32 + 16, not a half-masked third 32).
+//! the last block is masked, or with the kernels' `TAIL` (a tuning axis) its rows take a tile
+//! of the next power of two (Nano's 80 rows at BV32: 32 + 32 + 16, not a half-masked third 32;
+//! H200, a T=8 cycle at Nano's v29 tile: 0.5602 ms masked, 0.5695 with the tail).
 
 use replay_dsl::prelude::*;
 
@@ -10,9 +11,9 @@ const fn last_rows(dv: usize, bv: usize) -> usize {
     dv - (dv.div_ceil(bv) - 1) * bv
 }
 
-/// Rows of the last block's tile: the next power of two of its rows where that is smaller than
-/// `bv`, else `bv` (the block's tile then masked).
-pub(super) const fn tail_rows(dv: usize, bv: usize) -> usize {
+/// Rows of the last block's tile with a tail tile: the next power of two of its rows where that
+/// is smaller than `bv`, else `bv` (the block's tile then masked).
+pub const fn tail_rows(dv: usize, bv: usize) -> usize {
     let t = last_rows(dv, bv).next_power_of_two();
     if t < bv {
         t
@@ -21,11 +22,20 @@ pub(super) const fn tail_rows(dv: usize, bv: usize) -> usize {
     }
 }
 
-/// Runs `body` with the rows of this program's value tile: `bv`, or [`tail_rows`] in the last
-/// block where smaller (the body traced once per size, one branch per program).
+/// Rows of the last block's tile: [`tail_rows`] with a tail tile (`tail`), else `bv`.
+pub(super) const fn last_tile_rows(dv: usize, bv: usize, tail: bool) -> usize {
+    if tail {
+        tail_rows(dv, bv)
+    } else {
+        bv
+    }
+}
+
+/// Runs `body` with the rows of this program's value tile: `bv`, or [`last_tile_rows`] in the
+/// last block where smaller (the body traced once per size, one branch per program).
 #[kernel_fn]
-pub(super) fn by_value_block(dv: usize, bv: usize, body: &dyn Fn(usize)) {
-    let tail = tail_rows(dv, bv);
+pub(super) fn by_value_block(dv: usize, bv: usize, tail: bool, body: &dyn Fn(usize)) {
+    let tail = last_tile_rows(dv, bv, tail);
     if tail < bv {
         if program_id(0) == (dv.div_ceil(bv) - 1) as i32 {
             body(tail);
@@ -37,13 +47,14 @@ pub(super) fn by_value_block(dv: usize, bv: usize, body: &dyn Fn(usize)) {
     }
 }
 
-/// The value rows of this program's block in a tile of `rows` rows (`bv`, or the tail's), and
-/// which of them exist (a constant true where none lies past `dv`).
+/// The value rows of this program's block in a tile of `rows` rows (`bv`, or the last block's
+/// with a tail tile, `tail`), and which of them exist (a constant true where none lies past
+/// `dv`).
 #[kernel_fn]
-pub(super) fn value_rows(dv: usize, bv: usize, rows: usize) -> (Tile<i32>, Tile<bool>) {
+pub(super) fn value_rows(dv: usize, bv: usize, rows: usize, tail: bool) -> (Tile<i32>, Tile<bool>) {
     let v = program_id(0) * bv + arange(rows);
     let exact = if rows == bv {
-        dv % bv == 0 || tail_rows(dv, bv) < bv
+        dv % bv == 0 || last_tile_rows(dv, bv, tail) < bv
     } else {
         last_rows(dv, bv) == rows
     };

@@ -1,7 +1,7 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
 use super::head_loop::{head_loop, HeadLoads, HeadRows};
-use super::value_blocks::{by_value_block, tail_rows, value_rows};
+use super::value_blocks::{by_value_block, last_tile_rows, value_rows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -92,9 +92,9 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 /// Program `(vb, hb, row)` of the `(⌈DV/BV⌉, HEADS/HB, batch)` grid handles the `HB` value heads
 /// `hb·HB ..` (one group `g`) and value rows `vb·BV ..` of batch row `row` (a slot's programs
 /// are launched one after the other: its state is read in address order). Where `BV` does not
-/// divide `DV`, the last value block's rows take a tile of the next power of two (Nano's 80 rows
-/// at BV32: 32 + 32 + 16, not 32 + 32 + 32 half masked), with `ASYNC` through a buffer of its own
-/// rows. Every product is a `dot`:
+/// divide `DV`, the last value block is masked, or with `TAIL` (a tuning axis) its rows take a
+/// tile of the next power of two (Nano's 80 rows at BV32: 32 + 32 + 16, not 32 + 32 + 32 half
+/// masked), with `ASYNC` through a buffer of its own rows overlaying the others. Every product is a `dot`:
 ///
 /// - **Records**: `nr = record_rows(L + tq)` rows (`tq` = `T` rounded up to a power of two, at
 ///   least [`MIN_DRAFT_COLUMNS`]): the drafts first (row `s` is draft `s`), then the `h`
@@ -172,6 +172,7 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] ASYNC: bool,
     #[constexpr(default = false)] LP: bool,
     #[constexpr(default = false)] TIERS: bool,
+    #[constexpr(default = false)] TAIL: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -193,8 +194,9 @@ pub fn mamba2_verify(
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
         // The two-stage buffers of ASYNC's checkpoint rows, declared once for both tiers.
-        let stages_f32 = AsyncStages::<f32>::declare(ASYNC && !LP, BV, tail_rows(DV, BV), DK);
-        let stages_f16 = AsyncStages::<f16>::declare(ASYNC && LP, BV, tail_rows(DV, BV), DK);
+        let last = last_tile_rows(DV, BV, TAIL);
+        let stages_f32 = AsyncStages::<f32>::declare(ASYNC && !LP, BV, last, DK);
+        let stages_f16 = AsyncStages::<f16>::declare(ASYNC && LP, BV, last, DK);
         // The verification over `nr` record rows (the drafts' and the committed ones) and `bv`
         // value rows (`BV`, or the last value block's tail tile).
         let verify_rows = |nr: usize, bv: usize| {
@@ -238,7 +240,7 @@ pub fn mamba2_verify(
             let weighs = committed.expand_dims(1) | (is_draft.expand_dims(1) & (ii <= ss));
             let after_row = ii < ss;
 
-            let (v, vmask) = value_rows(DV, BV, bv);
+            let (v, vmask) = value_rows(DV, BV, bv, TAIL);
             let vm = vmask.expand_dims(1);
             // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
             // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
@@ -381,7 +383,7 @@ pub fn mamba2_verify(
             }
         };
         // The last value block in a tile of its own rows where smaller than BV.
-        let by_block = |nr: usize| by_value_block(DV, BV, &|bv| verify_rows(nr, bv));
+        let by_block = |nr: usize| by_value_block(DV, BV, TAIL, &|bv| verify_rows(nr, bv));
         // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
         // the records' work follows the window's fill, not its capacity.
         if let (true, Some(nr_half)) = (TIERS, half_record_rows(L, T)) {
