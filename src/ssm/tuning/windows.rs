@@ -600,6 +600,30 @@ mod tests {
         assert!(!d.contains(&32) && !d.contains(&24), "{d:?}");
     }
 
+    /// A window candidate's values name every field of its tiles: the tiles read back from
+    /// them are the tiles (each option on, and each off), with the window.
+    #[test]
+    fn window_candidates_round_trip_their_tiles() {
+        let plan = crate::ssm::state::ReplayPlan::default_for(&NEMOTRON3_SUPER_120B, 56, 8);
+        let on = Tiles {
+            bv: 64,
+            hb: 8,
+            num_warps: 2,
+            min_blocks: 3,
+            early: true,
+            prefetch: true,
+            shared_weights: false,
+            flush_columns: 64,
+            flush_rows: 16,
+            async_copy: true,
+            record_tiers: true,
+            tail_tiles: true,
+        };
+        for tiles in [on, plan.verify, plan.fold, plan.step] {
+            assert_eq!(window_of(&window_values(51, &tiles)), (51, tiles));
+        }
+    }
+
     /// A timed run of verifications holds whole flush periods: Super's T = 8 (6 accepted)
     /// folds every 8 verifications at L = 51 and every 9 at L = 56; T = 2 (2 accepted) at
     /// L = 51 every 25.

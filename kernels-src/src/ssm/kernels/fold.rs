@@ -20,8 +20,9 @@ type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 /// heads `hb·HB ..` (one group `g`) and the value rows `vb·BV ..` of batch row `row` (a slot's
 /// programs one after the other: its state streamed in address order; where `BV` does not
 /// divide `DV`, the last value block masked, or with `TAIL` in a tile of the next power of two
-/// of its rows, as in the verification), head by head, `FC` key columns at a time: one `dot_acc` over all record rows per block (with `FC ≥ DK`, one block
-/// whose loads are all issued first, the keys once per program). Programs of rows without
+/// of its rows, as in the verification), head by head, `FC` key columns at a time: one
+/// `dot_acc` over all record rows per block (with `FC ≥ DK`, one block whose loads are all
+/// issued first, the keys once per program). Programs of rows without
 /// the flag exit after two loads, so a launch in which few rows fold costs about its number
 /// of programs: larger `HB` for such cycles (the tuner times whole cycles). Records are held
 /// newest first (tile row `i` is record `h - 1 - i`), so the decay sums are exclusive prefix
