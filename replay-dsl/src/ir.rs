@@ -409,7 +409,7 @@ pub struct SharedBuffer {
     pub shape: Vec<usize>,
     /// Number of stages (tiles).
     pub stages: usize,
-    /// The earlier buffer whose bytes this one shares ([`crate::Shared::overlay`]; it overlays
+    /// The earlier buffer whose bytes this one shares ([`crate::front::shared::Shared::overlay`]; it overlays
     /// none itself), or none: a region of its own.
     pub overlays: Option<usize>,
 }
