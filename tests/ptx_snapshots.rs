@@ -13,13 +13,13 @@ fn ptxas() -> PathBuf {
 
 /// Assembles `ptx` for `arch`; returns (registers, spill bytes) from `ptxas -v`.
 fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
-    let dir = std::env::temp_dir().join(format!("replay-ptxas-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // Unique per call: tests run in parallel, and a file shared by two of them could be
-    // truncated by one while ptxas reads it for the other.
+    // A folder per call, removed after: tests run in parallel, and a file shared by two of
+    // them could be truncated by one while ptxas reads it for the other.
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let src = dir.join(format!("{name}.{arch}.{call}.ptx"));
+    let dir = std::env::temp_dir().join(format!("replay-ptxas-{}-{call}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{name}.{arch}.ptx"));
     std::fs::write(&src, ptx).unwrap();
     let out = Command::new(ptxas)
         .args(["-arch", arch, "-v", "-o"])
@@ -27,6 +27,7 @@ fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
         .arg(&src)
         .output()
         .expect("run ptxas");
+    std::fs::remove_dir_all(&dir).unwrap();
     let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "ptxas -arch={arch} rejected {name}:\n{log}");
     let regs = log
