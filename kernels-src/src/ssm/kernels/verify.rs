@@ -94,7 +94,8 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 /// are launched one after the other: its state is read in address order). Where `BV` does not
 /// divide `DV`, the last value block is masked, or with `TAIL` (a tuning axis) its rows take a
 /// tile of the next power of two (Nano's 80 rows at BV32: 32 + 32 + 16, not 32 + 32 + 32 half
-/// masked), with `ASYNC` through a buffer of its own rows overlaying the others. Every product is a `dot`:
+/// masked), with `ASYNC` through a buffer of its own rows overlaying the others. Every product
+/// is a `dot`:
 ///
 /// - **Records**: `nr = record_rows(L + tq)` rows (`tq` = `T` rounded up to a power of two, at
 ///   least [`MIN_DRAFT_COLUMNS`]): the drafts first (row `s` is draft `s`), then the `h`
@@ -382,7 +383,7 @@ pub fn mamba2_verify(
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             }
         };
-        // The last value block in a tile of its own rows where smaller than BV.
+        // With TAIL, the last value block in a tile of its own rows where smaller than BV.
         let by_block = |nr: usize| by_value_block(DV, BV, TAIL, &|bv| verify_rows(nr, bv));
         // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
         // the records' work follows the window's fill, not its capacity.
