@@ -7,7 +7,8 @@
 # Steps (arguments; default: tests memcheck racecheck tuned notune, in this order):
 #   tests    every GPU test binary in .carry/tests (REPLAY_REQUIRE_GPU=1, SSM tests on the GPU)
 #   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super and Nano B=16,
-#            T=8, default plans: Nano's 80 value rows take the verification's and fold's tail tiles)
+#            T=8, default plans), then over the tail-tile tests (.carry/tests: the default plans
+#            mask Nano's last value block, TAIL takes a tile of its rows)
 #   racecheck compute-sanitizer racecheck (shared-memory hazards: the staging scratch's barriers,
 #            the ASYNC buffers) over the ASYNC verification tests and the dot tests (.carry/tests)
 #   tuned    bench-ssm tuned (REPLAY_TUNE=$TUNED_MODE, default force), with Triton: batches
@@ -144,6 +145,14 @@ jit() { # the driver's JIT against ptxas cubins: tuning time, then speed at equa
   done
 }
 
+memcheck() { # out-of-bounds and misaligned accesses of every SSM kernel, tail tiles included
+  local sanitize=(compute-sanitizer --tool memcheck --error-exitcode 1)
+  "${sanitize[@]}" "$bin" bench-ssm --model nemotron3-super-120b,nemotron3-nano-4b --batch 16 --drafts 8 \
+    --no-tune &&
+    REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda "${sanitize[@]}" .carry/tests/replay-kernels-ssm_verify \
+      --test-threads=1 the_last_value_block
+}
+
 racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of the dot products
   export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
   local sanitize=(compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1)
@@ -155,8 +164,7 @@ racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of t
 for s in "${steps[@]}"; do
   case $s in
     tests) export -f gpu_tests toolkit_ptxas; step tests 240 bash -c gpu_tests ;;
-    memcheck) step memcheck 360 compute-sanitizer --tool memcheck --error-exitcode 1 \
-      "$bin" bench-ssm --model nemotron3-super-120b,nemotron3-nano-4b --batch 16 --drafts 8 --no-tune ;;
+    memcheck) export -f memcheck; export bin; step memcheck 360 bash -c memcheck ;;
     racecheck) export -f racecheck; step racecheck 240 bash -c racecheck ;;
     tuned) step tuned 570 env REPLAY_TUNE="${TUNED_MODE:-force}" "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
       ${TUNED_MODELS:+--model "$TUNED_MODELS"} ${TUNED_DRAFTS:+--drafts "$TUNED_DRAFTS"} --triton "$triton" \
