@@ -675,7 +675,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     // The fold's tiles: a shortlist from single launches on rows spread over a verification
     // cycle (one in its length folding), then whole cycles over it and its first tile at every
     // number of heads per program (TUNE: 1 and 2).
-    let f = tune_fold_tiles(&mut tuner, &TUNE, 2, 3, 2, 1).unwrap();
+    let f = tune_fold_tiles(&mut tuner, &TUNE, 2, 3, 2, 1, false).unwrap();
     assert_eq!(f.source, TuneSource::Tuned);
     assert!(f.candidates > f.tiles.len() && f.tiles.len() == TILE_SHORTLIST, "{f:?}");
     assert!(
@@ -798,7 +798,7 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     assert_eq!(first.verify.step, first.replay.step);
     assert_eq!(joint("verify window L and tiles"), windows.len() * short.tiles.len());
     // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks.
-    let f = tune_fold_tiles(&mut cached, &TUNE, batch, first.verify.window, drafts, accepted).unwrap();
+    let f = tune_fold_tiles(&mut cached, &TUNE, batch, first.verify.window, drafts, accepted, false).unwrap();
     assert_eq!(f.source, TuneSource::Cache);
     let fold_tiles = with_head_blocks(&f.tiles, &TUNE);
     assert!(fold_tiles.contains(&first.verify.fold), "{:?}", first.verify.fold);
@@ -830,8 +830,18 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     .unwrap();
     assert_eq!(short.source, TuneSource::Cache);
     assert!(short.tiles.contains(&verify_lp.verify) || verify_lp.verify == first.verify.verify);
-    assert_eq!((verify_lp.step, verify_lp.fold), (replay_lp.step, first.verify.fold));
+    assert_eq!(verify_lp.step, replay_lp.step);
     assert!(joint("verify window L and tiles (two precisions)") > 0);
+    // The fold's tiles of their own (it writes the f16 copy too): its shortlist's head blocks
+    // and the one-precision fold's tiles.
+    let f = tune_fold_tiles(&mut cached, &TUNE, batch, verify_lp.window, drafts, accepted, true).unwrap();
+    assert_eq!(f.source, TuneSource::Cache);
+    let mut fold_tiles = with_head_blocks(&f.tiles, &TUNE);
+    if !fold_tiles.contains(&first.verify.fold) {
+        fold_tiles.push(first.verify.fold);
+    }
+    assert!(fold_tiles.contains(&verify_lp.fold), "{:?}", verify_lp.fold);
+    assert_eq!(joint("fold tiles (two precisions)"), fold_tiles.len());
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -215,11 +215,12 @@ pub fn tune_verify_tiles(
 }
 
 /// A shortlist of tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks ×
-/// FC × PREFETCH × TAIL`) at window `window`, timed on rows spread over the verifications of a cycle (one in its
-/// length folding the `h` records of the flushing verification, `h + T > L`; the others idle):
-/// an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a flushing one
-/// ~0.93 ms. Its tiles do not change the verification's; whole cycles choose among them
-/// ([`super::VerifyCycles::tune_fold`]).
+/// FC × PREFETCH × TAIL`) at window `window`, timed on rows spread over the verifications of a
+/// cycle (one in its length folding the `h` records of the flushing verification, `h + T > L`;
+/// the others idle): an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a
+/// flushing one ~0.93 ms. With `lp` it writes the f16 checkpoint too (H200, Nano B = 256 at
+/// v29's f32 tile: a flush 1073 µs against 859). Its tiles do not change the verification's;
+/// whole cycles choose among them ([`super::VerifyCycles::tune_fold`]).
 pub fn tune_fold_tiles(
     tuner: &mut Autotuner,
     shape: &ModelShape,
@@ -227,11 +228,13 @@ pub fn tune_fold_tiles(
     window: usize,
     drafts: usize,
     accepted: usize,
+    lp: bool,
 ) -> Result<Shortlist> {
     type C = <mamba2_fold::Kernel as KernelDef>::Config;
     let space = shape_axes(SearchSpace::<C>::new(), shape)
         .axis("L", [window as i64])
-        .axis("T", [drafts as i64]);
+        .axis("T", [drafts as i64])
+        .axis("LP", [lp as i64]);
     let space = head_block_axes(space, shape)
         .axis("FC", [16, 32, 64, 128])
         .axis("PREFETCH", [0, 1])
@@ -253,6 +256,7 @@ pub fn tune_fold_tiles(
         ("L", window as i64),
         ("T", drafts as i64),
         ("accepted", accepted as i64),
+        ("lp", lp as i64),
     ]);
     let problem = with_inputs(problem, fills, batch, dims);
     let t = tuner.tune::<mamba2_fold::Kernel>(&space, &problem)?;

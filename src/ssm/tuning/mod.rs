@@ -121,11 +121,10 @@ fn joint_note(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize)
 
 /// The plans for `shape` at `batch`: with a tuner, tile shortlists from the kernels' tuning,
 /// then each plan's window and tiles together by whole-window timing (cache first), once for
-/// one state precision and then, from those plans, for two (the step's and the verification's
-/// tiles and windows; the fold's tiles, chosen on whole verification cycles from its own
-/// shortlist, are kept: the same work plus the f16 writes); else the
-/// defaults (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the
-/// speculative plan.
+/// one state precision and then, from those plans, for two (the step's, the verification's and
+/// the fold's tiles and the windows; the fold's chosen on whole verification cycles from its
+/// own shortlist); else the defaults (window `round(L*)`, default tiles). `verify_drafts` is
+/// the `T` of the speculative plan.
 pub fn plans(
     tuner: Option<&mut Autotuner>,
     shape: ModelShape,
@@ -228,9 +227,9 @@ struct TuneJob<'a> {
 
 impl TuneJob<'_> {
     /// Tunes the decode plan and, when it verifies drafts, the speculative plan from `start`
-    /// (their windows and tiles so far) for one state precision or, with `lp`, two (the fold's
-    /// tiles kept; the tiles so far timed beside the shortlist); notes each choice (those of
-    /// two precisions marked so).
+    /// (their windows and tiles so far) for one state precision or, with `lp`, two (the tiles
+    /// so far timed beside each shortlist); notes each choice (those of two precisions marked
+    /// so).
     fn tune(
         &self,
         tuner: &mut Autotuner,
@@ -288,16 +287,19 @@ impl TuneJob<'_> {
             verify.verify = c.tiles;
             let (value, source, n) = joint_note(&c, l_star_v, cands_v, tiles.len());
             note(&format!("verify window L and tiles{tag}"), value, source, n);
-            // The fold's tiles once, for one precision: with two it does the same work and
-            // writes the f16 copy too. A kernel-level shortlist, then whole cycles.
-            if !lp {
-                let short = tune_fold_tiles(tuner, &shape, batch, verify.window, drafts, accepted)?;
-                note("fold tile shortlist", short.show(), short.source, short.candidates);
-                let tiles = with_head_blocks(&short.tiles, &shape);
-                let c = cycles.tune_fold(tuner, verify, &tiles)?;
-                verify.fold = c.tiles;
-                note("fold tiles", c.tiles.show(), c.source, tiles.len());
-            }
+            // The fold's tiles: a kernel-level shortlist, then whole cycles (with two
+            // precisions it writes the f16 copy too; the one-precision choice timed beside).
+            let short = tune_fold_tiles(tuner, &shape, batch, verify.window, drafts, accepted, lp)?;
+            note(
+                &format!("fold tile shortlist{tag}"),
+                short.show(),
+                short.source,
+                short.candidates,
+            );
+            let tiles = with_start(with_head_blocks(&short.tiles, &shape), verify.fold, lp);
+            let c = cycles.tune_fold(tuner, verify, &tiles)?;
+            verify.fold = c.tiles;
+            note(&format!("fold tiles{tag}"), c.tiles.show(), c.source, tiles.len());
         }
         Ok((replay, verify))
     }
