@@ -357,36 +357,23 @@ fn a_copy_into_an_overlaid_buffer_forgets_the_other() {
     let mut mem = Memory::new();
     let xs: Vec<f32> = (0..96).map(|i| i as f32 * 0.5 - 7.0).collect();
     let x = mem.alloc(&xs);
+    // Runs the kernel on a poisoned output; the fault must be the read of `buffer`'s stage,
+    // which no completed copy holds any more. Returns the output.
+    let mut faulting_read = |overlay_first: bool, buffer: &str| {
+        let out = mem.alloc(&[f32::NAN; 96]);
+        let args = [Arg::ptr(x), Arg::ptr(out)];
+        let err = run(&overlaid_kernel(overlay_first), [1, 1, 1], &args, &mut mem).unwrap_err();
+        assert!(
+            matches!(&err, InterpError::SharedBuffer { op, .. } if *op == format!("shared_read {buffer}")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("no completed copy"), "{err}");
+        mem.read::<f32>(out)
+    };
     // The overlay copied last: its values read back; the buffer's were overwritten.
-    let out = mem.alloc(&[f32::NAN; 96]);
-    let err = run(
-        &overlaid_kernel(false),
-        [1, 1, 1],
-        &[Arg::ptr(x), Arg::ptr(out)],
-        &mut mem,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&err, InterpError::SharedBuffer { op, .. } if op == "shared_read shared0"),
-        "{err}"
-    );
-    assert!(err.to_string().contains("no completed copy"), "{err}");
-    assert_eq!(mem.read::<f32>(out)[64..], xs[64..], "the overlay's stage read back");
+    let out = faulting_read(false, "shared0");
+    assert_eq!(out[64..], xs[64..], "the overlay's stage read back");
     // The buffer copied last: reading the overlay fails before anything is stored.
-    let out = mem.alloc(&[f32::NAN; 96]);
-    let err = run(
-        &overlaid_kernel(true),
-        [1, 1, 1],
-        &[Arg::ptr(x), Arg::ptr(out)],
-        &mut mem,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&err, InterpError::SharedBuffer { op, .. } if op == "shared_read shared1"),
-        "{err}"
-    );
-    assert!(
-        mem.read::<f32>(out).iter().all(|v| v.is_nan()),
-        "nothing stored after the fault"
-    );
+    let out = faulting_read(true, "shared1");
+    assert!(out.iter().all(|v| v.is_nan()), "nothing stored after the fault");
 }
