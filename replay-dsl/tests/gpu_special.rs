@@ -12,6 +12,8 @@
 //!   each element's threshold; bit-exact against the interpreter on sm_90a (docs/SEMANTICS.md).
 //! - `integer_division_remainder_and_shifts`: i32 and u32 `/`, `%` with negative operands,
 //!   `i32::MIN / -1`, shifts by negative amounts and amounts ≥ 32.
+//! - `negations_in_min_max_chains`: `max(a, max(b, -c))` and the like on i32 extremes (a
+//!   ptxas 13.0 fold drops a `neg.s32` inside a three-way min / max).
 //! - `atomics_with_duplicate_addresses`: add (i32, f32), max and cas from lanes of several
 //!   programs hitting the same addresses (all lanes on one address, 13 addresses, none shared).
 //! - `masked_loads_falling_back_to_loads`: `load_or` whose fallback is another load (the
@@ -606,6 +608,42 @@ fn integer_division_remainder_and_shifts() {
             &args,
         )
         .assert_same();
+    }
+}
+
+/// Integer negations feeding chains of `max` / `min` (ptxas 13.0 folds `max(a, max(b, -c))` into
+/// one three-way instruction and drops the negation unless the backend writes `-c` as
+/// `~c + 1`): random i32 with their extremes, every result against the interpreter.
+#[test]
+fn negations_in_min_max_chains() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rand::for_test("negations_in_min_max_chains");
+    let n = 2048;
+    let pick = |rng: &mut Rand| match rng.int(0, 4) {
+        0 => [0, 1, -1, -3, i32::MIN, i32::MAX, i32::MIN + 1][rng.int(0, 7) as usize],
+        1 => rng.int(-100, 100) as i32,
+        _ => rng.u32() as i32,
+    };
+    let inputs: Vec<Vec<i32>> = (0..3).map(|_| (0..n).map(|_| pick(&mut rng)).collect()).collect();
+    let block = 256usize;
+    let outs = [("max3", Elem::I32), ("min3", Elem::I32), ("max_or", Elem::I32), ("mixed", Elem::I32)];
+    for w in [1, 4] {
+        let ins = [("a", Elem::I32), ("b", Elem::I32), ("c", Elem::I32)];
+        let kernel = trace("neg_minmax", [ptrs(&ins), ptrs(&outs)].concat(), vec![], w, |v| {
+            let offs = program_id(0) * block + arange(block);
+            let a: Tile<i32> = load(ptr_of::<i32>(v, 0) + offs, true);
+            let b: Tile<i32> = load(ptr_of::<i32>(v, 1) + offs, true);
+            let c: Tile<i32> = load(ptr_of::<i32>(v, 2) + offs, true);
+            store(ptr_of::<i32>(v, 3) + offs, maximum(a, maximum(b, -c)), true);
+            store(ptr_of::<i32>(v, 4) + offs, minimum(minimum(-a, b), c), true);
+            store(ptr_of::<i32>(v, 5) + offs, maximum(a, maximum(b | 1000, -c)), true);
+            store(ptr_of::<i32>(v, 6) + offs, minimum(-a, maximum(-b, c)), true);
+        })
+        .unwrap();
+        let mut args: Vec<HArg> = inputs.iter().map(|x| HArg::buf(x)).collect();
+        args.extend(outs.iter().map(|&(_, e)| HArg::poisoned(e, n)));
+        let grid = [(n / block) as u32, 1, 1];
+        run_both(&gpu, format!("negations, num_warps {w}"), &kernel, grid, &args).assert_same();
     }
 }
 

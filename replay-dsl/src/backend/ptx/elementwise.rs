@@ -157,8 +157,14 @@ impl Emitter<'_> {
         match (op, e) {
             (UnaryOp::Not, Elem::Bool) => emit!(self, "not.pred {d}, {x}"),
             (UnaryOp::Not, _) if e.is_int() => emit!(self, "not.{} {d}, {x}", bit_type(e)),
+            (UnaryOp::Neg, Elem::I64) => emit!(self, "neg.s64 {d}, {x}"),
             (UnaryOp::Neg, _) if e.is_int() => {
-                emit!(self, "neg.{} {d}, {x}", if e == Elem::I64 { "s64" } else { "s32" })
+                // `-x` as `~x + 1`: ptxas 13.0 (sm_90a) folds a `neg.s32` (or `sub.s32 0, x`)
+                // feeding a chain of two `max.s32` / `min.s32` into one three-way `VIMNMX3` and
+                // drops the negation (`max(a, max(b, -c))` gives `max(a, b, c)`).
+                let t = self.reg(x.class);
+                emit!(self, "not.b32 {t}, {x}");
+                emit!(self, "add.s32 {d}, {t}, 1");
             }
             (UnaryOp::Abs, Elem::U32) => return Ok(x),
             (UnaryOp::Abs, _) if e.is_int() => emit!(self, "abs.{} {d}, {x}", int_type(e)),
