@@ -258,23 +258,23 @@ fn small_transposed_operand_loads_in_vectors() {
     }
 }
 
-/// A loaded accumulator is read in the dot's accumulator layout (8-byte accesses, runs of a
-/// whole 32-byte sector), not converted through shared memory: with register operands, the
-/// dot touches no shared memory at all.
+/// A loaded accumulator is read in the dot's accumulator layout, not converted through shared
+/// memory: 8-byte accesses (runs of a whole 32-byte sector) where a thread holds one n-tile,
+/// 16-byte ones where it holds more (its columns renumbered into runs of 4), and the result
+/// stored the same way. With register operands, the dot touches no shared memory at all.
 #[test]
 fn loaded_accumulator_is_read_in_its_mma_layout() {
     for ops in [Operands::F32, Operands::F32Bf16Cast] {
-        for (m, n, k, warps) in [(16, 8, 128, 1), (64, 8, 128, 4), (64, 32, 64, 4)] {
+        for (m, n, k, warps, width) in [(16, 8, 128, 1, 2), (64, 8, 128, 4, 2), (64, 32, 64, 4, 4), (32, 64, 32, 4, 4)] {
             let c = DotCase {
                 b_k_major: true,
                 ..case(m, n, k, warps, ops, true)
             };
             for p in ptx(c) {
                 assert!(p.contains(TF32), "{c:?}: no tf32 mma\n{p}");
-                assert!(
-                    p.contains("ld.global.v2.f32"),
-                    "{c:?}: accumulator not in its layout\n{p}"
-                );
+                for access in [format!("ld.global.v{width}.f32"), format!("st.global.v{width}.f32")] {
+                    assert!(p.contains(&access), "{c:?}: no {access}: accumulator not in its layout\n{p}");
+                }
                 assert!(!p.contains("shared"), "{c:?}: shared memory used\n{p}");
             }
         }

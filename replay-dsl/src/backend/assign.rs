@@ -644,7 +644,7 @@ impl<'k> Assignment<'k> {
                     let l = match self.mma_plan(*a, *b, *precision) {
                         Some(p) => self
                             .table
-                            .intern(super::mma::acc_layout(p.m, p.n, self.kernel.num_warps)),
+                            .intern(super::mma::acc_layout(p.m, p.n, self.kernel.num_warps, p.kind)),
                         None => self.natural_or_default(*acc),
                     };
                     self.set_real(r.unwrap(), l);

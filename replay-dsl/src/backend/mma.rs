@@ -6,7 +6,12 @@
 //! M, then along N (warps beyond the tile replicate), then over registers. As a linear layout:
 //! register bit 0 → column bit 0, register bit 1 → row bit 3, lane bits 0, 1 → column bits 1, 2,
 //! lane bits 2..4 → row bits 0..2, then the warp bits, then the remaining N and M bits in
-//! registers. Every group of 4 consecutive registers is therefore one `m16n8` tile.
+//! registers. Every group of 4 consecutive registers is therefore one `m16n8` tile. A tf32
+//! dot whose threads hold two n-tiles or more numbers its columns differently, so that every
+//! thread holds runs of 4 columns (16-byte loads and stores of the result and of a loaded
+//! accumulator, not 8-byte ones): the first register N bit is column bit 1 and the lane bits
+//! 0, 1 columns bits 2, 3 ([`acc_layout`]); an n-tile's 8 positions are then the columns its
+//! B fragment loads read ([`n_position_bits`]).
 //!
 //! A `[M, K]` and B `[K, N]` are staged row-major in shared memory with padded rows, so that
 //! the fragment loads of a warp hit distinct banks. A dot of bf16 (or f16) operands, or of casts
@@ -180,11 +185,13 @@ pub fn k_group_warps(acc: &Layout, k: usize, kind: MmaKind) -> Vec<usize> {
 /// both, so that a thread's K elements come in runs of four (one 16-byte load of f32):
 /// lane bits 0, 1 (the fragment's `t`) → K bits 2, 3; register bit 0 (the `t + 4` half) →
 /// K bit 0; the k-steps → K bit 1 and K bits 4 and up. M and N are spread as in the
-/// accumulator (lane bits 2..4 → M or N bits 0..2, A's register bit 2 → M bit 3, the
-/// accumulator's warps), and the warps that split K ([`k_group_warps`]) hold its top bits.
-/// `None` when K has too few bits for that (fewer than 16 elements per group).
+/// accumulator (lane bits 2..4 → M bits 0..2 or the N bits of the tile's positions
+/// ([`n_position_bits`]), A's register bit 2 → M bit 3, the accumulator's warps), and the
+/// warps that split K ([`k_group_warps`]) hold its top bits. `None` when K has too few bits
+/// for that (fewer than 16 elements per group).
 pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option<(Layout, Layout)> {
-    let acc = acc_layout(m, n, num_warps);
+    let acc = acc_layout(m, n, num_warps, MmaKind::Tf32);
+    let positions = n_position_bits(&acc);
     let groups = k_group_warps(&acc, k, MmaKind::Tf32);
     let kbits = k.trailing_zeros() as usize;
     if kbits < 4 + groups.len() {
@@ -196,7 +203,8 @@ pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option
     let in_warps: Vec<usize> = (0..groups.len()).map(|j| kbits - groups.len() + j).collect();
     // One operand: K along `kd`, M (A) or N (B) along `od`.
     let operand = |kd: u8, od: u8| {
-        let lanes: Vec<Option<Bit>> = [bit(kd, 2), bit(kd, 3), bit(od, 0), bit(od, 1), bit(od, 2)]
+        let own: [usize; 3] = if od == 0 { [0, 1, 2] } else { positions.map(|b| b as usize) };
+        let lanes: Vec<Option<Bit>> = [bit(kd, 2), bit(kd, 3), bit(od, own[0]), bit(od, own[1]), bit(od, own[2])]
             .into_iter()
             .map(Some)
             .collect();
@@ -208,7 +216,7 @@ pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option
                 None => group_bit(i).map(|kb| bit(kd, kb)),
             })
             .collect();
-        let (extent, low) = if od == 0 { (m, 4) } else { (n, 3) };
+        let extent = if od == 0 { m } else { n };
         let warped: Vec<u8> = warps.iter().flatten().filter(|b| b.dim == od).map(|b| b.bit).collect();
         let mut regs = vec![bit(kd, 0), bit(kd, 1)];
         if od == 0 {
@@ -216,8 +224,8 @@ pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option
         }
         regs.extend((4..kbits).filter(|b| !in_warps.contains(b)).map(|b| bit(kd, b)));
         regs.extend(
-            (low..extent.trailing_zeros() as usize)
-                .filter(|b| !warped.contains(&(*b as u8)))
+            (0..extent.trailing_zeros() as usize)
+                .filter(|b| !own.contains(b) && !(od == 0 && *b == 3) && !warped.contains(&(*b as u8)))
                 .map(|b| bit(od, b)),
         );
         Layout {
@@ -299,8 +307,70 @@ fn odd_multiple(x: usize, unit: usize) -> usize {
     }
 }
 
-/// The layout of an mma dot's `[m, n]` result with `num_warps` warps (see the module doc).
-pub fn acc_layout(m: usize, n: usize, num_warps: u32) -> Layout {
+/// The layout of an mma dot's `[m, n]` result on `kind`'s instruction with `num_warps` warps
+/// (see the module doc): a tf32 dot's thread holds runs of 4 columns where it holds two
+/// n-tiles or more, the register that selects the n-tile taking column bit 1 (register bit 1:
+/// registers 0..3 are 4 columns of one row) and the lane bits 0, 1 columns bits 2, 3.
+pub fn acc_layout(m: usize, n: usize, num_warps: u32, kind: MmaKind) -> Layout {
+    let l = standard_acc_layout(m, n, num_warps);
+    let first_n_reg = l.regs.iter().position(|b| b.dim == 1 && b.bit >= 3);
+    match first_n_reg {
+        Some(i) if kind == MmaKind::Tf32 => {
+            let moved = l.regs[i].bit;
+            // Column bits: 1 ← `moved`, 2, 3 ← 1, 2 (the lane bits), and the others ≥ 3 up by
+            // one below `moved`.
+            let renumber = |b: Bit| -> Bit {
+                if b.dim != 1 {
+                    return b;
+                }
+                let bit = match b.bit {
+                    0 => 0,
+                    x if x == moved => 1,
+                    x if x < moved => x + 1,
+                    x => x,
+                };
+                Bit { dim: 1, bit }
+            };
+            let mut regs: Vec<Bit> = l.regs.iter().map(|b| renumber(*b)).collect();
+            // Registers: column bits 0, 1, then row bit 3, then the rest as they were.
+            let col1 = regs.remove(i);
+            regs.insert(1, col1);
+            Layout {
+                shape: l.shape,
+                regs,
+                lanes: l.lanes.iter().map(|b| b.map(renumber)).collect(),
+                warps: l.warps.iter().map(|b| b.map(renumber)).collect(),
+            }
+        }
+        _ => l,
+    }
+}
+
+/// The register indices of each `m16n8` tile of an accumulator layout `acc` ([`acc_layout`]),
+/// in fragment order `c0, c1, c2, c3`: the register bits of column bit 0 and row bit 3 vary
+/// within a tile, the others pick it.
+pub fn tile_regs(acc: &Layout) -> Vec<[usize; 4]> {
+    let find = |dim: u8, bit: u8| {
+        let i = acc.regs.iter().position(|b| b.dim == dim && b.bit == bit);
+        1usize << i.expect("an accumulator layout holds column bit 0 and row bit 3 in registers")
+    };
+    let (col, row) = (find(1, 0), find(0, 3));
+    (0..acc.num_regs())
+        .filter(|r| r & (col | row) == 0)
+        .map(|r| [r, r | col, r | row, r | col | row])
+        .collect()
+}
+
+/// The column bits of an `m16n8` tile's 8 positions in accumulator layout `acc`: position bit
+/// 0 is column bit 0 (`c0`/`c1`), position bits 1, 2 the columns of lane bits 0, 1. A B
+/// fragment's lane `g` (lane bits 2..4) reads the column of position `g`.
+pub fn n_position_bits(acc: &Layout) -> [u32; 3] {
+    let lane = |i: usize| acc.lanes[i].filter(|b| b.dim == 1).expect("lane bits 0, 1 are columns").bit as u32;
+    [0, lane(0), lane(1)]
+}
+
+/// [`acc_layout`] before a tf32 dot's columns are renumbered.
+fn standard_acc_layout(m: usize, n: usize, num_warps: u32) -> Layout {
     let bit = |dim: u8, bit: u32| Bit { dim, bit: bit as u8 };
     let (mb, nb) = (m.trailing_zeros(), n.trailing_zeros());
     let mut lanes = vec![Some(bit(1, 1)), Some(bit(1, 2))];
@@ -390,7 +460,7 @@ mod tests {
 
     #[test]
     fn acc_layout_is_the_m16n8_fragment() {
-        let l = acc_layout(16, 8, 1);
+        let l = acc_layout(16, 8, 1, MmaKind::Tf32);
         // (register, lane) → (row, col) as in the PTX ISA's m16n8 accumulator figure.
         for lane in 0..32usize {
             for r in 0..4usize {
@@ -414,7 +484,7 @@ mod tests {
 
     #[test]
     fn warps_split_m_then_n_then_replicate() {
-        let l = acc_layout(64, 16, 8);
+        let l = acc_layout(64, 16, 8, MmaKind::Tf32);
         assert_eq!(
             l.warps,
             vec![
@@ -424,11 +494,63 @@ mod tests {
             ]
         );
         assert_eq!(l.num_regs(), 4);
-        let l = acc_layout(16, 8, 4);
+        let l = acc_layout(16, 8, 4, MmaKind::Tf32);
         assert_eq!(l.warps, vec![None, None]);
-        let l = acc_layout(64, 128, 4);
+        let l = acc_layout(64, 128, 4, MmaKind::Bf16);
         assert_eq!(l.num_regs(), 64);
         assert_eq!(l.regs[2], Bit { dim: 1, bit: 3 });
+    }
+
+    /// The (row, column) of register `r` in lane `lane` of layout `l` (warp 0).
+    fn coord(l: &Layout, lane: usize, r: usize) -> (usize, usize) {
+        let mut at = (l.reg_coord(r, 0), l.reg_coord(r, 1));
+        for (i, b) in l.lanes.iter().enumerate() {
+            if let Some(b) = b.filter(|_| lane >> i & 1 == 1) {
+                if b.dim == 0 {
+                    at.0 |= 1 << b.bit;
+                } else {
+                    at.1 |= 1 << b.bit;
+                }
+            }
+        }
+        at
+    }
+
+    #[test]
+    fn tf32_accumulators_hold_runs_of_four_columns() {
+        // [32, 128] over 4 warps: one m16 tile and 8 n-tiles per warp. Registers 0..3 are 4
+        // columns of one row, lanes t = 0..3 the next runs (64 contiguous bytes of f32).
+        let l = acc_layout(32, 128, 4, MmaKind::Tf32);
+        assert_eq!(l.contiguous_regs(), 4);
+        for lane in 0..32 {
+            let (g, t) = (lane / 4, lane % 4);
+            for r in 0..4 {
+                assert_eq!(coord(&l, lane, r), (g, 4 * t + r), "lane {lane} register {r}");
+            }
+        }
+        // Every tile is an m16n8 fragment: c0, c1 adjacent columns, c2, c3 eight rows below;
+        // its 8 positions are the columns n_position_bits names, the same for every tile.
+        let positions = n_position_bits(&l);
+        let tiles = tile_regs(&l);
+        assert_eq!(tiles.len() * 4, l.num_regs());
+        for q in &tiles {
+            let (r0, c0) = coord(&l, 0, q[0]);
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                for (i, &r) in q.iter().enumerate() {
+                    let p = 2 * t + i % 2;
+                    let col: usize = (0..3).map(|b| ((p >> b) & 1) << positions[b]).sum();
+                    assert_eq!(coord(&l, lane, r), (r0 + g + 8 * (i / 2), c0 + col), "tile {q:?}");
+                }
+            }
+        }
+        // One n-tile per thread, or a 16-bit dot (ldmatrix reads 8 contiguous columns): the
+        // fragment's own numbering.
+        for l in [acc_layout(64, 8, 2, MmaKind::Tf32), acc_layout(32, 128, 4, MmaKind::Bf16)] {
+            assert_eq!(l.contiguous_regs(), 2);
+            assert_eq!(n_position_bits(&l), [0, 1, 2]);
+            assert_eq!(tile_regs(&l)[1], [4, 5, 6, 7]);
+        }
     }
 
     #[test]

@@ -22,7 +22,9 @@ use super::convert::{mem_bytes, mem_type};
 use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
 use crate::backend::layout::{Layout, LayoutId, LANE_BITS};
-use crate::backend::mma::{exact_in_tf32, k_group_warps, staging_pitch, MmaKind, MmaPlan, Staged, StagedAccess};
+use crate::backend::mma::{
+    exact_in_tf32, k_group_warps, n_position_bits, staging_pitch, MmaKind, MmaPlan, Staged, StagedAccess,
+};
 use crate::error::CompileError;
 use crate::ir::{DotPrecision, Value};
 use crate::types::{DType, Elem};
@@ -93,12 +95,13 @@ impl Emitter<'_> {
             emit!(self, "bar.sync 0");
         }
 
-        // The m16n8 tiles of this thread: every 4 registers, by their register coordinates.
+        // The m16n8 tiles of this thread (their registers, and their first element's row and
+        // column by their register coordinates).
         let layout = self.asg.layout(lc).clone();
         let nregs = layout.num_regs();
-        let tiles: Vec<(usize, usize)> = (0..nregs)
-            .step_by(4)
-            .map(|q| (layout.reg_coord(q, 0), layout.reg_coord(q, 1)))
+        let tile_regs = crate::backend::mma::tile_regs(&layout);
+        let tiles: Vec<(usize, usize)> = (tile_regs.iter())
+            .map(|q| (layout.reg_coord(q[0], 0), layout.reg_coord(q[0], 1)))
             .collect();
         let mut rows: Vec<usize> = tiles.iter().map(|t| t.0).collect();
         let mut cols: Vec<usize> = tiles.iter().map(|t| t.1).collect();
@@ -146,7 +149,7 @@ impl Emitter<'_> {
             }
         }
         if p.in_regs {
-            self.register_k_steps(p, (&ra, la), (&rb, lb), &tiles, &c, zero, (round_a, round_b));
+            self.register_k_steps(p, (&ra, la), (&rb, lb), (&tiles, &tile_regs), &c, zero, (round_a, round_b));
             return Ok(match kgroup {
                 Some(_) => self.sum_k_groups(&c, &rep, threads),
                 None => c,
@@ -158,7 +161,9 @@ impl Emitter<'_> {
             MmaKind::Tf32 => {
                 let ar = [lane_bits(2..5, 0), warp(0)].concat();
                 let pa = self.frag_addr(0, &ar, &lane_bits(0..2, 0), p.a.pitch, sa);
-                let bc = [lane_bits(2..5, 0), warp(1)].concat();
+                // Lane g of the fragment reads the column of the tile's position g.
+                let positions = n_position_bits(&layout);
+                let bc = [(2..5).zip(positions).collect::<Vec<_>>(), warp(1)].concat();
                 let pb = self.frag_addr(p.b_base, &lane_bits(0..2, 0), &bc, p.b.pitch, sb);
                 (pa, pb)
             }
@@ -199,7 +204,8 @@ impl Emitter<'_> {
             for (q, (m0, n0)) in tiles.iter().enumerate() {
                 let fa = &afr[rows.binary_search(m0).expect("row tile")];
                 let fb = &bfr[cols.binary_search(n0).expect("column tile")];
-                self.mma_terms(p, &c[4 * q..4 * q + 4], fa, fb, zero);
+                let tile = tile_regs[q].map(|r| c[r]);
+                self.mma_terms(p, &tile, fa, fb, zero);
             }
         }
         if iters > 1 {
@@ -225,7 +231,7 @@ impl Emitter<'_> {
         p: MmaPlan,
         (ra, la): (&[Reg], LayoutId),
         (rb, lb): (&[Reg], LayoutId),
-        tiles: &[(usize, usize)],
+        (tiles, tile_regs): (&[(usize, usize)], &[[usize; 4]]),
         c: &[Reg],
         zero: Reg,
         (round_a, round_b): (Tf32Words, Tf32Words),
@@ -265,7 +271,8 @@ impl Emitter<'_> {
             for (q, (m0, n0)) in tiles.iter().enumerate() {
                 let fa = &afr[rows.binary_search(m0).expect("row tile")];
                 let fb = &bfr[cols.binary_search(n0).expect("column tile")];
-                self.mma_terms(p, &c[4 * q..4 * q + 4], fa, fb, zero);
+                let tile = tile_regs[q].map(|r| c[r]);
+                self.mma_terms(p, &tile, fa, fb, zero);
             }
         }
     }
@@ -393,9 +400,12 @@ impl Emitter<'_> {
             first_regs.map(|q| acc.reg_coord(q, dim)).collect::<BTreeSet<_>>().len()
         };
         let (m_tiles, n_tiles) = (distinct(0), distinct(1));
-        // Fragment loads: A's lane (g, t) at (g, t), B's at (k = t, n = g), one element each.
+        // Fragment loads: A's lane (g, t) at (g, t), B's at (k = t, n = the column of position
+        // g), one element each.
+        let positions = n_position_bits(acc);
+        let column = |g: usize| -> usize { (0..3).map(|i| ((g >> i) & 1) << positions[i]).sum() };
         let a_frag: Vec<(usize, usize)> = (0..32).map(|l| (l >> 2, l & 3)).collect();
-        let b_frag: Vec<(usize, usize)> = (0..32).map(|l| (l & 3, l >> 2)).collect();
+        let b_frag: Vec<(usize, usize)> = (0..32).map(|l| (l & 3, column(l >> 2))).collect();
         let pitch = |st: Staged, l: LayoutId, frag: &[(usize, usize)], loads: usize, len: usize| {
             let layout = self.asg.layout(l);
             let s = st.elem.bytes();
