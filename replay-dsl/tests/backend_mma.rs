@@ -265,7 +265,12 @@ fn small_transposed_operand_loads_in_vectors() {
 #[test]
 fn loaded_accumulator_is_read_in_its_mma_layout() {
     for ops in [Operands::F32, Operands::F32Bf16Cast] {
-        for (m, n, k, warps, width) in [(16, 8, 128, 1, 2), (64, 8, 128, 4, 2), (64, 32, 64, 4, 4), (32, 64, 32, 4, 4)] {
+        for (m, n, k, warps, width) in [
+            (16, 8, 128, 1, 2),
+            (64, 8, 128, 4, 2),
+            (64, 32, 64, 4, 4),
+            (32, 64, 32, 4, 4),
+        ] {
             let c = DotCase {
                 b_k_major: true,
                 ..case(m, n, k, warps, ops, true)
@@ -273,7 +278,10 @@ fn loaded_accumulator_is_read_in_its_mma_layout() {
             for p in ptx(c) {
                 assert!(p.contains(TF32), "{c:?}: no tf32 mma\n{p}");
                 for access in [format!("ld.global.v{width}.f32"), format!("st.global.v{width}.f32")] {
-                    assert!(p.contains(&access), "{c:?}: no {access}: accumulator not in its layout\n{p}");
+                    assert!(
+                        p.contains(&access),
+                        "{c:?}: no {access}: accumulator not in its layout\n{p}"
+                    );
                 }
                 assert!(!p.contains("shared"), "{c:?}: shared memory used\n{p}");
             }

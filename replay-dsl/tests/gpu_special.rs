@@ -626,7 +626,12 @@ fn negations_in_min_max_chains() {
     };
     let inputs: Vec<Vec<i32>> = (0..3).map(|_| (0..n).map(|_| pick(&mut rng)).collect()).collect();
     let block = 256usize;
-    let outs = [("max3", Elem::I32), ("min3", Elem::I32), ("max_or", Elem::I32), ("mixed", Elem::I32)];
+    let outs = [
+        ("max3", Elem::I32),
+        ("min3", Elem::I32),
+        ("max_or", Elem::I32),
+        ("mixed", Elem::I32),
+    ];
     for w in [1, 4] {
         let ins = [("a", Elem::I32), ("b", Elem::I32), ("c", Elem::I32)];
         let kernel = trace("neg_minmax", [ptrs(&ins), ptrs(&outs)].concat(), vec![], w, |v| {

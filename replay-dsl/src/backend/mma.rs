@@ -203,11 +203,21 @@ pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option
     let in_warps: Vec<usize> = (0..groups.len()).map(|j| kbits - groups.len() + j).collect();
     // One operand: K along `kd`, M (A) or N (B) along `od`.
     let operand = |kd: u8, od: u8| {
-        let own: [usize; 3] = if od == 0 { [0, 1, 2] } else { positions.map(|b| b as usize) };
-        let lanes: Vec<Option<Bit>> = [bit(kd, 2), bit(kd, 3), bit(od, own[0]), bit(od, own[1]), bit(od, own[2])]
-            .into_iter()
-            .map(Some)
-            .collect();
+        let own: [usize; 3] = if od == 0 {
+            [0, 1, 2]
+        } else {
+            positions.map(|b| b as usize)
+        };
+        let lanes: Vec<Option<Bit>> = [
+            bit(kd, 2),
+            bit(kd, 3),
+            bit(od, own[0]),
+            bit(od, own[1]),
+            bit(od, own[2]),
+        ]
+        .into_iter()
+        .map(Some)
+        .collect();
         let warps: Vec<Option<Bit>> = (acc.warps.iter().enumerate())
             .map(|(i, w)| match w {
                 // The accumulator's M bits for A, its N bits for B.
@@ -217,6 +227,8 @@ pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option
             })
             .collect();
         let extent = if od == 0 { m } else { n };
+        // The bits of M or N held outside the registers below: the lanes', and A's M bit 3.
+        let placed: Vec<usize> = if od == 0 { vec![0, 1, 2, 3] } else { own.to_vec() };
         let warped: Vec<u8> = warps.iter().flatten().filter(|b| b.dim == od).map(|b| b.bit).collect();
         let mut regs = vec![bit(kd, 0), bit(kd, 1)];
         if od == 0 {
@@ -225,7 +237,7 @@ pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option
         regs.extend((4..kbits).filter(|b| !in_warps.contains(b)).map(|b| bit(kd, b)));
         regs.extend(
             (0..extent.trailing_zeros() as usize)
-                .filter(|b| !own.contains(b) && !(od == 0 && *b == 3) && !warped.contains(&(*b as u8)))
+                .filter(|b| !placed.contains(b) && !warped.contains(&(*b as u8)))
                 .map(|b| bit(od, b)),
         );
         Layout {
@@ -365,7 +377,12 @@ pub fn tile_regs(acc: &Layout) -> Vec<[usize; 4]> {
 /// 0 is column bit 0 (`c0`/`c1`), position bits 1, 2 the columns of lane bits 0, 1. A B
 /// fragment's lane `g` (lane bits 2..4) reads the column of position `g`.
 pub fn n_position_bits(acc: &Layout) -> [u32; 3] {
-    let lane = |i: usize| acc.lanes[i].filter(|b| b.dim == 1).expect("lane bits 0, 1 are columns").bit as u32;
+    let lane = |i: usize| {
+        acc.lanes[i]
+            .filter(|b| b.dim == 1)
+            .expect("lane bits 0, 1 are columns")
+            .bit as u32
+    };
     [0, lane(0), lane(1)]
 }
 
@@ -546,7 +563,10 @@ mod tests {
         }
         // One n-tile per thread, or a 16-bit dot (ldmatrix reads 8 contiguous columns): the
         // fragment's own numbering.
-        for l in [acc_layout(64, 8, 2, MmaKind::Tf32), acc_layout(32, 128, 4, MmaKind::Bf16)] {
+        for l in [
+            acc_layout(64, 8, 2, MmaKind::Tf32),
+            acc_layout(32, 128, 4, MmaKind::Bf16),
+        ] {
             assert_eq!(l.contiguous_regs(), 2);
             assert_eq!(n_position_bits(&l), [0, 1, 2]);
             assert_eq!(tile_regs(&l)[1], [4, 5, 6, 7]);

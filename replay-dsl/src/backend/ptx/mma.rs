@@ -149,7 +149,15 @@ impl Emitter<'_> {
             }
         }
         if p.in_regs {
-            self.register_k_steps(p, (&ra, la), (&rb, lb), (&tiles, &tile_regs), &c, zero, (round_a, round_b));
+            self.register_k_steps(
+                p,
+                (&ra, la),
+                (&rb, lb),
+                (&tiles, &tile_regs),
+                &c,
+                zero,
+                (round_a, round_b),
+            );
             return Ok(match kgroup {
                 Some(_) => self.sum_k_groups(&c, &rep, threads),
                 None => c,
