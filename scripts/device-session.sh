@@ -31,6 +31,11 @@
 #            $NCU_MODELS, kernels $NCU_KERNELS, batch $NCU_BATCH; default all, B=256, T=8; tuned plans when
 #            the cache has them; speed of light, occupancy, warp states, instruction mix,
 #            and per-SASS-instruction counts and stalls as CSV)
+#   flush    Nsight Compute on the fold's flushing launch (the longest of its first 24 launches:
+#            most of them find no row to fold) at $FLUSH_PLANS (default the v29 Nano plans),
+#            $FLUSH_MODEL, B=256, T=8: speed of light, warp states, L1 wavefronts (shared
+#            memory; global sectors and requests: one wavefront per sector is an access too
+#            narrow for L1) and the per-SASS summary
 # A failing step is reported and the next one runs; the exit status counts the failures.
 set -uo pipefail
 out=${OUT:-device-out}
@@ -98,6 +103,30 @@ profile() { # one launch of each SSM kernel per model under Nsight Compute, with
       rm -f "$name.ncu-rep"
     done
   done
+}
+
+flush_profile() { # the fold's flushing launch under Nsight Compute, with L1 wavefronts
+  local name=$out/ncu-flush idx
+  local run=("$bin" bench-ssm --plans "${FLUSH_PLANS:-bench/results/ssm-h200-v29-nano-b256.json}"
+    --model "${FLUSH_MODEL:-nemotron3-nano-4b}" --batch 256 --drafts 8)
+  ncu --clock-control none -k regex:mamba2_fold -c 24 --metrics gpu__time_duration.sum --csv \
+    --log-file "$name-times.csv" "${run[@]}" >/dev/null || return 1
+  idx=$(python3 -c 'import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+h = next(i for i, r in enumerate(rows) if r and r[0] == "ID")
+v, i = rows[h].index("Metric Value"), rows[h].index("ID")
+t = [(float(r[v].replace(",", "")), int(r[i])) for r in rows[h + 1:] if len(r) > v]
+print("fold launches (us):", " ".join(f"{x / 1000:.1f}" for x, _ in t), file=sys.stderr)
+print(max(t)[1])' "$name-times.csv") || return 1
+  ncu --clock-control none -k regex:mamba2_fold -s "$idx" -c 1 --import-source no -f -o "$name" \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy --section SourceCounters \
+    --metrics l1tex__data_pipe_lsu_wavefronts.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum \
+    "${run[@]}" >/dev/null || return 1
+  ncu -i "$name.ncu-rep" --page details --print-units base |
+    grep -E "Duration|Throughput|Eligible|Warp Cycles Per Issued|Registers Per|Achieved Active|l1tex__" || return 1
+  ncu -i "$name.ncu-rep" --page source --print-source sass --csv >"$name-sass.csv" || return 1
+  python3 bench/tools/ncu_sass.py "$name-sass.csv" --top 12 || true
+  rm -f "$name.ncu-rep"
 }
 
 file_field() { # the distinct values of a row field of a bench-ssm JSON file, comma-separated
@@ -171,9 +200,10 @@ for s in "${steps[@]}"; do
       --json "$out/ssm-tuned.json" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
+    flush) export -f flush_profile; export out bin; step flush 240 bash -c flush_profile ;;
     jit) export -f jit toolkit_ptxas; export out bin; step jit 580 bash -c jit ;;
     ab) export -f ab file_field; export out bin; step ab 540 bash -c ab ;;
-    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, ab, jit)" >&2; failed=$((failed + 1)) ;;
+    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, flush, ab, jit)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 # The cubins ptxas compiled stay here: thousands of files, and the tool brings back few.
