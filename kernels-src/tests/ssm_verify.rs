@@ -37,6 +37,8 @@ struct Case {
     tiers: bool,
     /// `TAIL` of the verification and the fold (the last value block in a tile of its rows).
     tail: bool,
+    /// The fold's `RELOAD_KEYS` (the keys loaded with each head's tiles; `fc` ≥ `dk`).
+    reload_keys: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
@@ -107,6 +109,7 @@ fn run(case: Case) {
         async_copy,
         tiers,
         tail,
+        reload_keys,
         early,
         lp,
         seed,
@@ -148,6 +151,7 @@ fn run(case: Case) {
         async_copy,
         tiers,
         tail,
+        reload_keys,
         early,
         lp,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -337,6 +341,7 @@ fn speculative_window_4_drafts_3() {
         async_copy: false,
         tiers: false,
         tail: false,
+        reload_keys: false,
         early: false,
         lp: false,
         seed: 11,
@@ -366,6 +371,7 @@ fn two_warps_take_one_row_tile_each() {
             async_copy,
             tiers: true,
             tail: false,
+            reload_keys: false,
             early: false,
             lp,
             seed: 300 + i as u64,
@@ -391,6 +397,7 @@ fn speculative_window_16_drafts_4_one_head_per_program() {
         async_copy: true,
         tiers: false,
         tail: false,
+        reload_keys: false,
         early: false,
         lp: false,
         seed: 12,
@@ -447,9 +454,47 @@ fn the_last_value_block_is_masked_or_takes_a_smaller_tile() {
             async_copy,
             tiers,
             tail,
+            reload_keys: false,
             early: false,
             lp,
             seed: 500 + i as u64,
+        });
+    }
+}
+
+/// The fold's `RELOAD_KEYS`: the group's keys loaded with each head's tiles (one block of all
+/// key columns, `FC = DK`) instead of once before the heads; plain and `PREFETCH` head loops,
+/// masked last value blocks and tail tiles, one and two precisions.
+#[test]
+fn the_fold_reloads_its_keys_per_head() {
+    // (shape, BV, HB, PREFETCH, TAIL, LP)
+    let cases = [
+        (CPU_TEST, 8, 3, false, false, false),
+        (CPU_TEST, 4, 1, true, false, true),
+        (DV_20, 8, 2, false, true, true),
+        (DV_19, 8, 4, true, false, false),
+    ];
+    for (i, (shape, bv, hb, prefetch, tail, lp)) in cases.into_iter().enumerate() {
+        run(Case {
+            shape,
+            l: 16,
+            t_max: 4,
+            steps: 60,
+            p_decode: 0.2,
+            gated: i % 2 == 0,
+            bv,
+            hb,
+            warps: 4,
+            fc: shape.dk,
+            prefetch,
+            shared_weights: true,
+            async_copy: false,
+            tiers: false,
+            tail,
+            reload_keys: true,
+            early: false,
+            lp,
+            seed: 900 + i as u64,
         });
     }
 }
@@ -482,6 +527,7 @@ fn record_tiers_match_the_recurrence() {
             async_copy,
             tiers: true,
             tail: false,
+            reload_keys: false,
             early: false,
             lp,
             seed: 40 + i as u64,
@@ -511,6 +557,7 @@ fn two_precisions_verify_from_the_f16_checkpoint() {
             async_copy,
             tiers: false,
             tail: false,
+            reload_keys: false,
             early: false,
             lp: true,
             seed: 40 + i as u64,
@@ -536,6 +583,7 @@ fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
         async_copy: false,
         tiers: false,
         tail: false,
+        reload_keys: false,
         early: true,
         lp: false,
         seed: 13,
@@ -682,6 +730,7 @@ fn every_tuning_point_matches_the_recurrence() {
             async_copy,
             tiers: false,
             tail: false,
+            reload_keys: false,
             early: i % 3 == 1,
             lp: false,
             seed: 200 + i as u64,

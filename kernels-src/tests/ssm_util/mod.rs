@@ -441,6 +441,8 @@ pub struct ReplayConfig {
     pub tiers: bool,
     /// `TAIL` of the verification and the fold (the last value block in a tile of its rows).
     pub tail: bool,
+    /// The fold's `RELOAD_KEYS` (the group's keys loaded with each head's tiles).
+    pub reload_keys: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
     /// The replay step's `FR` (state rows per flush block).
@@ -467,6 +469,7 @@ impl ReplayConfig {
             async_copy: false,
             tiers: false,
             tail: false,
+            reload_keys: false,
             fc: 32,
             fr: 8,
             lp: false,
@@ -544,6 +547,7 @@ impl ReplayConfig {
                 PREFETCH: self.prefetch,
                 LP: self.lp,
                 TAIL: self.tail,
+                RELOAD_KEYS: self.reload_keys,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

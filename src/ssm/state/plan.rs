@@ -86,6 +86,10 @@ pub struct Tiles {
     /// ignore it).
     #[serde(default)]
     pub tail_tiles: bool,
+    /// The fold loads the group's keys with each head's tiles instead of holding them through
+    /// its head loop (its `RELOAD_KEYS`: fewer registers; other kernels ignore it).
+    #[serde(default)]
+    pub reload_keys: bool,
 }
 
 impl Tiles {
@@ -93,7 +97,8 @@ impl Tiles {
     /// checkpoint load, `prefetch` with the next head's loads (the step: its flush's tile)
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
     /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
-    /// last value block in a tile of its own rows, `fc=..` with
+    /// last value block in a tile of its own rows, `reload` with the keys loaded per head,
+    /// `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -107,6 +112,7 @@ impl Tiles {
         let copy = if self.async_copy { " async" } else { "" };
         let tiers = if self.record_tiers { " tiers" } else { "" };
         let tail = if self.tail_tiles { " tail" } else { "" };
+        let reload = if self.reload_keys { " reload" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -118,7 +124,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{fc}{fr}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -192,6 +198,7 @@ impl ReplayPlan {
             async_copy: false,
             record_tiers: false,
             tail_tiles: false,
+            reload_keys: false,
         };
         ReplayPlan {
             window,
@@ -242,6 +249,7 @@ impl ConventionalPlan {
             async_copy: false,
             record_tiers: false,
             tail_tiles: false,
+            reload_keys: false,
         };
         ConventionalPlan {
             decode: t,

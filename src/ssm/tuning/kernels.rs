@@ -5,7 +5,7 @@
 use super::space::{
     bv_values_conventional, bv_values_replay, bv_values_step, early_values, fixed_axes, flat_row_warps,
     flush_row_values, replay_shortlist, shape_axes, shape_dims, step_prefetch_values, verify_hb_values, OccupancyHints,
-    Shortlist, FLAT_ROW_WARPS_PER_SM, HEAD_BLOCK_WARPS_PER_SM, TILE_SHORTLIST,
+    Shortlist, FLAT_ROW_WARPS_PER_SM, FOLD_WARPS_PER_SM, HEAD_BLOCK_WARPS_PER_SM, TILE_SHORTLIST,
 };
 use super::Result;
 use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid};
@@ -51,15 +51,19 @@ fn ring_fills() -> Vec<(&'static str, Fill)> {
 }
 
 /// The tile axes of the kernels that tile heads (the verification's, the fold): `BV`, `HB`,
-/// 2, 4 or 8 warps and the occupancy hints for 12 or 16 warps per SM (2 warps: H200, Nano's
-/// two-precision verification at BV32 HB12, 0.548 → 0.532 ms per T=8 cycle; its f32 one
-/// 0.563 → 0.584).
-fn head_block_axes<C: replay_dsl::ConfigValues + 'static>(space: SearchSpace<C>, shape: &ModelShape) -> SearchSpace<C> {
+/// 2, 4 or 8 warps and the occupancy hints for `warps_per_sm` warps per SM (2 warps: H200,
+/// Nano's two-precision verification at BV32 HB12, 0.548 → 0.532 ms per T=8 cycle; its f32
+/// one 0.563 → 0.584).
+fn head_block_axes<C: replay_dsl::ConfigValues + 'static>(
+    space: SearchSpace<C>,
+    shape: &ModelShape,
+    warps_per_sm: &'static [i64],
+) -> SearchSpace<C> {
     space
         .axis("BV", bv_values_replay(shape))
         .axis("HB", verify_hb_values(shape))
         .axis("num_warps", [2, 4, 8])
-        .occupancy_hints(HEAD_BLOCK_WARPS_PER_SM)
+        .occupancy_hints(warps_per_sm)
 }
 
 /// The [`Shortlist`] of tiles of the conventional kernel (`BV × num_warps × min_blocks`), as
@@ -180,7 +184,7 @@ pub fn tune_verify_tiles(
         .axis("L", [window as i64])
         .axis("T", [drafts as i64])
         .axis("LP", [lp as i64]);
-    let space = head_block_axes(space, shape)
+    let space = head_block_axes(space, shape, HEAD_BLOCK_WARPS_PER_SM)
         .axis("PREFETCH", [0, 1])
         .axis("SHARED_WEIGHTS", [0, 1])
         .axis("ASYNC", [0, 1])
@@ -215,10 +219,10 @@ pub fn tune_verify_tiles(
 }
 
 /// A shortlist of tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks ×
-/// FC × PREFETCH × TAIL`) at window `window`, timed on rows spread over the verifications of a
-/// cycle (one in its length folding the `h` records of the flushing verification, `h + T > L`;
-/// the others idle): an idle launch of one-head programs costs ~40 µs at B = 256 (Super), a
-/// flushing one ~0.93 ms. With `lp` it writes the f16 checkpoint too (H200, Nano B = 256 at
+/// FC × PREFETCH × TAIL × RELOAD_KEYS`) at window `window`, timed on rows spread over the
+/// verifications of a cycle (one in its length folding the `h` records of the flushing
+/// verification, `h + T > L`; the others idle): an idle launch of one-head programs costs
+/// ~40 µs at B = 256 (Super), a flushing one ~0.93 ms. With `lp` it writes the f16 checkpoint too (H200, Nano B = 256 at
 /// v29's f32 tile: a flush 1073 µs against 859). Its tiles do not change the verification's;
 /// whole cycles choose among them ([`super::VerifyCycles::tune_fold`]).
 pub fn tune_fold_tiles(
@@ -235,11 +239,15 @@ pub fn tune_fold_tiles(
         .axis("L", [window as i64])
         .axis("T", [drafts as i64])
         .axis("LP", [lp as i64]);
-    let space = head_block_axes(space, shape)
+    let space = head_block_axes(space, shape, FOLD_WARPS_PER_SM)
         .axis("FC", [16, 32, 64, 128])
         .axis("PREFETCH", [0, 1])
         .axis("TAIL", [0, 1])
+        .axis("RELOAD_KEYS", [0, 1])
         .constraint(TAIL_WHERE, |c: &C, _| !c.TAIL || tail_rows(c.DV, c.BV) < c.BV)
+        .constraint("keys reloaded only with one block of all key columns", |c: &C, _| {
+            !c.RELOAD_KEYS || c.FC >= c.DK
+        })
         .register_limit();
     let cycle = verify_states(window, drafts, accepted);
     let grid_shape = *shape;

@@ -136,7 +136,7 @@ pub(super) fn early_values(batch: usize) -> Vec<i64> {
 /// Occupancy hints on the `min_blocks` axis: ptxas caps the registers to fit that many
 /// programs per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`].
 /// [`OccupancyHints::occupancy_hints`] keeps those that change something.
-const MIN_BLOCKS: [i64; 6] = [1, 2, 3, 4, 6, 8];
+const MIN_BLOCKS: [i64; 8] = [1, 2, 3, 4, 5, 6, 8, 10];
 
 /// Warps per SM the flat-row kernels' hints aim at: 16, which caps ptxas at 128 registers
 /// per thread (4 programs of 4 warps, 2 of 8; fewer warps would allow all 255).
@@ -146,6 +146,10 @@ pub(super) const FLAT_ROW_WARPS_PER_SM: &[i64] = &[16];
 /// Super's two-precision verification at 3 programs of 4 warps: 0.4785 → 0.4627 ms per T=8
 /// cycle against 4 programs.
 pub(super) const HEAD_BLOCK_WARPS_PER_SM: &[i64] = &[12, 16];
+
+/// Warps per SM the fold's hints aim at: the head-block kernels' and 20 (102 registers: with
+/// `RELOAD_KEYS`, Nano's BV32 HB12 fold fits 5 programs of 4 warps without spilling).
+pub(super) const FOLD_WARPS_PER_SM: &[i64] = &[12, 16, 20];
 
 /// The `min_blocks` axis of a search space, its useless hints pruned.
 pub(super) trait OccupancyHints {
@@ -218,6 +222,7 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         async_copy: get("ASYNC", 0) != 0,
         record_tiers: get("TIERS", 0) != 0,
         tail_tiles: get("TAIL", 0) != 0,
+        reload_keys: get("RELOAD_KEYS", 0) != 0,
     }
 }
 

@@ -304,6 +304,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("ASYNC", tiles.async_copy as i64),
         ("TIERS", tiles.record_tiers as i64),
         ("TAIL", tiles.tail_tiles as i64),
+        ("RELOAD_KEYS", tiles.reload_keys as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))
@@ -618,6 +619,7 @@ mod tests {
             async_copy: true,
             record_tiers: true,
             tail_tiles: true,
+            reload_keys: true,
         };
         for tiles in [on, plan.verify, plan.fold, plan.step] {
             assert_eq!(window_of(&window_values(51, &tiles)), (51, tiles));

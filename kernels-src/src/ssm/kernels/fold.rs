@@ -32,6 +32,11 @@ type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 /// that they are in flight while this head's product runs (two heads' tiles live: more
 /// registers).
 ///
+/// With `RELOAD_KEYS` (a tuning axis; one block of all key columns only) the group's keys are
+/// loaded again for each head's product (from L1 or L2 after the first head) instead of held
+/// through the head loop: about 20 fewer registers (Nano's BV32 HB12 tile: 127 → 108, 96 at
+/// 5 programs per SM without spilling) for 16 KB more read per head.
+///
 /// With `LP` the low-precision checkpoint is written too (the f16 of every element written).
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it).
@@ -59,11 +64,16 @@ pub fn mamba2_fold(
     #[constexpr(default = false)] PREFETCH: bool,
     #[constexpr(default = false)] LP: bool,
     #[constexpr(default = false)] TAIL: bool,
+    #[constexpr(default = false)] RELOAD_KEYS: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1, "the window L must be at least 1");
     static_assert(FC.is_power_of_two(), "FC must be a power of two");
+    static_assert(
+        !RELOAD_KEYS || FC >= DK,
+        "RELOAD_KEYS needs one block of all key columns (FC ≥ DK)",
+    );
     let _ = (batch, slots);
     let cap = L + T;
     let nr = record_rows(L);
@@ -92,10 +102,10 @@ pub fn mamba2_fold(
                 load(kptr, committed.expand_dims(1))
             };
             // One block of all record rows: with one block of columns too (FC ≥ DK), the
-            // group's keys are loaded once, before the heads, and each head's checkpoint
-            // rows before its weights are computed: every load of a head is in flight at
-            // once.
-            let all_keys = (fc == DK).then(|| keys_of(cols));
+            // group's keys are loaded once, before the heads (for each head's product with
+            // RELOAD_KEYS), and each head's checkpoint rows before its weights are computed:
+            // every load of a head is in flight at once.
+            let all_keys = (fc == DK && !RELOAD_KEYS).then(|| keys_of(cols));
             // The fold of `bv` value rows (`BV`, or the last value block's tail tile).
             let fold_rows = |bv: usize| {
                 let (v, vmask) = value_rows(DV, BV, bv, TAIL);
@@ -127,8 +137,9 @@ pub fn mamba2_fold(
                     let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
                     let gam = exp2(a_h * sum(dt_c, 0));
                     let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
-                    match (all_keys, s_all) {
-                        (Some(keys), Some(s_h)) => {
+                    match s_all {
+                        Some(s_h) => {
+                            let keys = all_keys.unwrap_or_else(|| keys_of(cols));
                             write(soff + cols.expand_dims(0), dot_acc(wx, keys.cast::<f32>(), gam * s_h));
                         }
                         _ => {
