@@ -46,6 +46,35 @@ struct Case {
     seed: u64,
 }
 
+impl Case {
+    /// A case of `shape` drawing from `seed`: window 16, up to 4 drafts, 60 steps of which a
+    /// fifth are decode steps, gated, `BV = 8` with 2 heads per program and 4 warps, `FC = 8`,
+    /// and every option off but `SHARED_WEIGHTS`.
+    fn new(shape: ModelShape, seed: u64) -> Case {
+        Case {
+            shape,
+            l: 16,
+            t_max: 4,
+            steps: 60,
+            p_decode: 0.2,
+            gated: true,
+            bv: 8,
+            hb: 2,
+            warps: 4,
+            fc: 8,
+            prefetch: false,
+            shared_weights: true,
+            async_copy: false,
+            tiers: false,
+            tail: false,
+            reload_keys: false,
+            early: false,
+            lp: false,
+            seed,
+        }
+    }
+}
+
 /// Truth for one verification: outputs `[row][s][head][dv]` of the drafts from the recurrence
 /// (each draft sees the committed state and the drafts before it).
 fn truth_verify(
@@ -326,25 +355,16 @@ fn run(case: Case) {
 #[test]
 fn speculative_window_4_drafts_3() {
     run(Case {
-        shape: CPU_TEST,
         l: 4,
         t_max: 3,
         steps: 30,
         p_decode: 0.0,
-        gated: true,
         bv: 4,
         hb: 3,
-        warps: 4,
         fc: 32,
         prefetch: true,
         shared_weights: false,
-        async_copy: false,
-        tiers: false,
-        tail: false,
-        reload_keys: false,
-        early: false,
-        lp: false,
-        seed: 11,
+        ..Case::new(CPU_TEST, 11)
     });
 }
 
@@ -356,25 +376,14 @@ fn speculative_window_4_drafts_3() {
 fn two_warps_take_one_row_tile_each() {
     for (i, (async_copy, lp)) in [(true, false), (true, true), (false, true)].into_iter().enumerate() {
         run(Case {
-            shape: TUNING,
-            l: 16,
-            t_max: 4,
-            steps: 60,
-            p_decode: 0.2,
-            gated: true,
             bv: 32,
-            hb: 2,
             warps: 2,
             fc: 32,
-            prefetch: false,
             shared_weights: false,
             async_copy,
             tiers: true,
-            tail: false,
-            reload_keys: false,
-            early: false,
             lp,
-            seed: 300 + i as u64,
+            ..Case::new(TUNING, 300 + i as u64)
         });
     }
 }
@@ -382,25 +391,12 @@ fn two_warps_take_one_row_tile_each() {
 #[test]
 fn speculative_window_16_drafts_4_one_head_per_program() {
     run(Case {
-        shape: CPU_TEST,
-        l: 16,
-        t_max: 4,
         steps: 40,
         p_decode: 0.0,
         gated: false,
-        bv: 8,
         hb: 1,
-        warps: 4,
-        fc: 8,
-        prefetch: false,
-        shared_weights: true,
         async_copy: true,
-        tiers: false,
-        tail: false,
-        reload_keys: false,
-        early: false,
-        lp: false,
-        seed: 12,
+        ..Case::new(CPU_TEST, 12)
     });
 }
 
@@ -439,25 +435,15 @@ fn the_last_value_block_is_masked_or_takes_a_smaller_tile() {
     ];
     for (i, (shape, bv, async_copy, tiers, lp, tail)) in cases.into_iter().enumerate() {
         run(Case {
-            shape,
-            l: 16,
-            t_max: 4,
-            steps: 60,
-            p_decode: 0.2,
             gated: i % 2 == 0,
             bv,
-            hb: 2,
-            warps: 4,
-            fc: 8,
             prefetch: !async_copy,
             shared_weights: i % 2 == 1,
             async_copy,
             tiers,
             tail,
-            reload_keys: false,
-            early: false,
             lp,
-            seed: 500 + i as u64,
+            ..Case::new(shape, 500 + i as u64)
         });
     }
 }
@@ -476,25 +462,15 @@ fn the_fold_reloads_its_keys_per_head() {
     ];
     for (i, (shape, bv, hb, prefetch, tail, lp)) in cases.into_iter().enumerate() {
         run(Case {
-            shape,
-            l: 16,
-            t_max: 4,
-            steps: 60,
-            p_decode: 0.2,
             gated: i % 2 == 0,
             bv,
             hb,
-            warps: 4,
             fc: shape.dk,
             prefetch,
-            shared_weights: true,
-            async_copy: false,
-            tiers: false,
             tail,
             reload_keys: true,
-            early: false,
             lp,
-            seed: 900 + i as u64,
+            ..Case::new(shape, 900 + i as u64)
         });
     }
 }
@@ -512,25 +488,16 @@ fn record_tiers_match_the_recurrence() {
     ];
     for (i, (l, t_max, async_copy, shared_weights, lp)) in cases.into_iter().enumerate() {
         run(Case {
-            shape: CPU_TEST,
             l,
             t_max,
             steps: 48,
-            p_decode: 0.2,
             gated: i % 2 == 0,
-            bv: 8,
             hb: 1,
-            warps: 4,
-            fc: 8,
-            prefetch: false,
             shared_weights,
             async_copy,
             tiers: true,
-            tail: false,
-            reload_keys: false,
-            early: false,
             lp,
-            seed: 40 + i as u64,
+            ..Case::new(CPU_TEST, 40 + i as u64)
         });
     }
 }
@@ -542,25 +509,16 @@ fn two_precisions_verify_from_the_f16_checkpoint() {
     // bf16 tolerance of the recurrence, the f16 copy equal to the f16 of the checkpoint.
     for (i, (prefetch, async_copy)) in [(false, false), (true, false), (false, true)].into_iter().enumerate() {
         run(Case {
-            shape: CPU_TEST,
             l: 8,
-            t_max: 4,
             steps: 30,
             p_decode: 0.3,
             gated: i != 1,
-            bv: 8,
             hb: 3,
-            warps: 4,
-            fc: 8,
             prefetch,
             shared_weights: false,
             async_copy,
-            tiers: false,
-            tail: false,
-            reload_keys: false,
-            early: false,
             lp: true,
-            seed: 40 + i as u64,
+            ..Case::new(CPU_TEST, 40 + i as u64)
         });
     }
 }
@@ -568,25 +526,16 @@ fn two_precisions_verify_from_the_f16_checkpoint() {
 #[test]
 fn speculative_window_8_drafts_8_mixed_with_decode_steps() {
     run(Case {
-        shape: CPU_TEST,
         l: 8,
         t_max: 8,
         steps: 40,
         p_decode: 0.3,
-        gated: true,
-        bv: 8,
         hb: 3,
-        warps: 4,
         fc: 4,
         prefetch: true,
         shared_weights: false,
-        async_copy: false,
-        tiers: false,
-        tail: false,
-        reload_keys: false,
         early: true,
-        lp: false,
-        seed: 13,
+        ..Case::new(CPU_TEST, 13)
     });
 }
 
@@ -715,11 +664,9 @@ fn every_tuning_point_matches_the_recurrence() {
     let points = tuning_points(&flags, |_, _| true, fallback);
     for (i, (bv, hb, warps, (fc, prefetch, shared_weights, async_copy))) in points.into_iter().enumerate() {
         run(Case {
-            shape: TUNING,
             l: 8,
             t_max: 8,
             steps: 24,
-            p_decode: 0.2,
             gated: i % 2 == 0,
             bv,
             hb,
@@ -728,12 +675,8 @@ fn every_tuning_point_matches_the_recurrence() {
             prefetch,
             shared_weights,
             async_copy,
-            tiers: false,
-            tail: false,
-            reload_keys: false,
             early: i % 3 == 1,
-            lp: false,
-            seed: 200 + i as u64,
+            ..Case::new(TUNING, 200 + i as u64)
         });
     }
 }
