@@ -6,12 +6,13 @@
 //! M, then along N (warps beyond the tile replicate), then over registers. As a linear layout:
 //! register bit 0 → column bit 0, register bit 1 → row bit 3, lane bits 0, 1 → column bits 1, 2,
 //! lane bits 2..4 → row bits 0..2, then the warp bits, then the remaining N and M bits in
-//! registers. Every group of 4 consecutive registers is therefore one `m16n8` tile. A tf32
-//! dot whose threads hold two n-tiles or more numbers its columns differently, so that every
-//! thread holds runs of 4 columns (16-byte loads and stores of the result and of a loaded
+//! registers: every group of 4 consecutive registers is one `m16n8` tile. A tf32 dot whose
+//! threads hold two n-tiles or more numbers its columns differently, so that every thread
+//! holds runs of 4 columns (16-byte loads and stores of the result and of a loaded
 //! accumulator, not 8-byte ones): the first register N bit is column bit 1 and the lane bits
-//! 0, 1 columns bits 2, 3 ([`acc_layout`]); an n-tile's 8 positions are then the columns its
-//! B fragment loads read ([`n_position_bits`]).
+//! 0, 1 columns bits 2, 3 ([`acc_layout`]); a tile's registers are then those of
+//! [`tile_regs`], and an n-tile's 8 positions the columns its B fragment loads read
+//! ([`n_position_bits`]).
 //!
 //! A `[M, K]` and B `[K, N]` are staged row-major in shared memory with padded rows, so that
 //! the fragment loads of a warp hit distinct banks. A dot of bf16 (or f16) operands, or of casts
