@@ -21,9 +21,8 @@
 #   ab       builds $AB_BUILDS (default `old new`: `new` is this one, .carry/replay, any other
 #            name N the binary .carry/N/replay) at equal plans, alternated, two rounds: bench-ssm
 #            --plans F for each file F in $AB_PLANS (default the latest plans at B=256: v29 Nano,
-#            v30 Super), the file's
-#            models and batches unless $AB_MODEL / $AB_BATCH name them, --drafts $AB_DRAFTS
-#            (default 8); each run at most $AB_RUN_LIMIT seconds (default 120)
+#            v30 Super), the file's models and batches unless $AB_MODEL / $AB_BATCH name them,
+#            --drafts $AB_DRAFTS (default 8); each run at most $AB_RUN_LIMIT seconds (default 120)
 #   jit      the driver's JIT against REPLAY_JIT=ptxas: a forced tuning of Nano at B=1, T=8 in
 #            each mode (fresh caches; each run cut at $JIT_TUNE_LIMIT s, default 250: the stages
 #            it finished and their seconds are on stderr and in the JSON), then the v28 plans
