@@ -222,9 +222,10 @@ pub fn tune_verify_tiles(
 /// FC × PREFETCH × TAIL × RELOAD_KEYS`) at window `window`, timed on rows spread over the
 /// verifications of a cycle (one in its length folding the `h` records of the flushing
 /// verification, `h + T > L`; the others idle): an idle launch of one-head programs costs
-/// ~40 µs at B = 256 (Super), a flushing one ~0.93 ms. With `lp` it writes the f16 checkpoint too (H200, Nano B = 256 at
-/// v29's f32 tile: a flush 1073 µs against 859). Its tiles do not change the verification's;
-/// whole cycles choose among them ([`super::VerifyCycles::tune_fold`]).
+/// ~40 µs at B = 256 (Super), a flushing one ~0.93 ms. With `lp` it writes the f16 checkpoint
+/// too (H200, Nano B = 256 at v29's f32 tile: a flush 1073 µs against 859). Its tiles do not
+/// change the verification's; whole cycles choose among them
+/// ([`super::VerifyCycles::tune_fold`]).
 pub fn tune_fold_tiles(
     tuner: &mut Autotuner,
     shape: &ModelShape,
