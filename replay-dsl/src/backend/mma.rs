@@ -138,17 +138,23 @@ pub fn plan_of<'k>(
     }
     let (sa, sb) = (ea.bytes(), eb.bytes());
     // The 8 rows of an A fragment load (4 words or 16 bytes each) fall in distinct banks with
-    // a row pitch of an odd number of 16-byte units; so do B's 4 rows of 8 elements (tf32) or
-    // 8 rows of 16 bytes (`ldmatrix.trans`) with a pitch of an odd number of 8 elements.
+    // a row pitch of an odd number of 16-byte units; so do the 8 rows of 16 bytes of B's
+    // `ldmatrix.trans` with a pitch of an odd number of 8 elements. A tf32 B fragment reads 4
+    // rows at the columns of the accumulator's positions, which need not be contiguous: its
+    // pitch is the bank model's ([`b_fragment_pitch`]).
     let a = Staged {
         value: va,
         elem: ea,
         pitch: odd_multiple(k, 16 / sa),
     };
+    let b_pitch = match kind {
+        MmaKind::Tf32 => b_fragment_pitch(n, sb, n_position_bits(&acc_layout(m, n, kernel.num_warps, kind))),
+        MmaKind::Bf16 | MmaKind::F16 => odd_multiple(n, 8),
+    };
     let b = Staged {
         value: vb,
         elem: eb,
-        pitch: odd_multiple(n, 8),
+        pitch: b_pitch,
     };
     let b_base = (m * a.pitch * sa).div_ceil(16) * 16;
     let bytes = b_base + k * b.pitch * sb;
@@ -310,6 +316,28 @@ pub fn staging_pitch(accesses: &[StagedAccess], elem_bytes: usize, len: usize, m
         }
     }
     best.1
+}
+
+/// The lanes' `(k, n)` cells of a tf32 B fragment load (`b0`; `b1` is 4 rows below): lane
+/// `(g, t)` reads row `t` at the column of position `g` (`positions`: [`n_position_bits`]).
+pub fn b_fragment_cells(positions: [u32; 3]) -> Vec<(usize, usize)> {
+    let column = |g: usize| -> usize { (0..3).map(|i| ((g >> i) & 1) << positions[i]).sum() };
+    (0..32).map(|l| (l & 3, column(l >> 2))).collect()
+}
+
+/// The row pitch (elements of `elem_bytes`, rows 16-byte aligned) of a staged tf32 B operand
+/// with `n` columns: the smallest, within 128 bytes of padding, whose fragment loads take the
+/// fewest shared-memory wavefronts at the columns of `positions`.
+fn b_fragment_pitch(n: usize, elem_bytes: usize, positions: [u32; 3]) -> usize {
+    let cells = b_fragment_cells(positions);
+    let cost = |pitch: usize| {
+        let addrs: Vec<usize> = cells.iter().map(|&(r, c)| (r * pitch + c) * elem_bytes).collect();
+        wavefronts(&addrs, elem_bytes)
+    };
+    (n..n + 128 / elem_bytes)
+        .step_by(16 / elem_bytes)
+        .min_by_key(|&p| (cost(p), p))
+        .expect("a non-empty range of pitches")
 }
 
 fn odd_multiple(x: usize, unit: usize) -> usize {
@@ -571,6 +599,36 @@ mod tests {
             assert_eq!(l.contiguous_regs(), 2);
             assert_eq!(n_position_bits(&l), [0, 1, 2]);
             assert_eq!(tile_regs(&l)[1], [4, 5, 6, 7]);
+        }
+    }
+
+    #[test]
+    fn tf32_b_fragments_load_at_the_pitch_with_the_fewest_wavefronts() {
+        // (m, n, warps, B element bytes) → pitch, wavefronts of one fragment load, and every
+        // smaller pitch costs more. Contiguous positions (one n-tile per thread) need no
+        // padding at 8 columns; runs of 4 columns (positions at columns 0, 1, 4, 5, 8, ...)
+        // need 16 elements of padding for 16-bit rows, and no 16-byte-aligned pitch of f32
+        // rows does better than 2 wavefronts.
+        for (m, n, warps, s, pitch, waves) in [
+            (64, 8, 4, 4, 8, 1),
+            (64, 8, 4, 2, 8, 1),
+            (32, 128, 4, 2, 128 + 16, 1),
+            (32, 128, 4, 4, 128 + 8, 2),
+            (64, 64, 4, 4, 64 + 8, 2),
+        ] {
+            let positions = n_position_bits(&acc_layout(m, n, warps, MmaKind::Tf32));
+            let cost = |p: usize| {
+                let addrs: Vec<usize> = (b_fragment_cells(positions).iter())
+                    .map(|&(r, c)| (r * p + c) * s)
+                    .collect();
+                wavefronts(&addrs, s)
+            };
+            assert_eq!(b_fragment_pitch(n, s, positions), pitch, "{m}x{n}, {s} bytes");
+            assert_eq!(cost(pitch), waves, "{m}x{n}, {s} bytes");
+            assert!(
+                (n..pitch).step_by(16 / s).all(|p| cost(p) > waves),
+                "{m}x{n}, {s} bytes"
+            );
         }
     }
 

@@ -23,7 +23,8 @@ use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
 use crate::backend::layout::{Layout, LayoutId, LANE_BITS};
 use crate::backend::mma::{
-    exact_in_tf32, k_group_warps, n_position_bits, staging_pitch, MmaKind, MmaPlan, Staged, StagedAccess,
+    b_fragment_cells, exact_in_tf32, k_group_warps, n_position_bits, staging_pitch, MmaKind, MmaPlan, Staged,
+    StagedAccess,
 };
 use crate::error::CompileError;
 use crate::ir::{DotPrecision, Value};
@@ -410,10 +411,8 @@ impl Emitter<'_> {
         let (m_tiles, n_tiles) = (distinct(0), distinct(1));
         // Fragment loads: A's lane (g, t) at (g, t), B's at (k = t, n = the column of position
         // g), one element each.
-        let positions = n_position_bits(acc);
-        let column = |g: usize| -> usize { (0..3).map(|i| ((g >> i) & 1) << positions[i]).sum() };
         let a_frag: Vec<(usize, usize)> = (0..32).map(|l| (l >> 2, l & 3)).collect();
-        let b_frag: Vec<(usize, usize)> = (0..32).map(|l| (l & 3, column(l >> 2))).collect();
+        let b_frag = b_fragment_cells(n_position_bits(acc));
         let pitch = |st: Staged, l: LayoutId, frag: &[(usize, usize)], loads: usize, len: usize| {
             let layout = self.asg.layout(l);
             let s = st.elem.bytes();
