@@ -14,9 +14,10 @@
 #   tuned    bench-ssm tuned (REPLAY_TUNE=$TUNED_MODE, default force), with Triton: batches
 #            $TUNED_BATCHES (default 256,1), models $TUNED_MODELS (default both), drafts
 #            $TUNED_DRAFTS (default 2,4,8; one model at B=256 with drafts 8 takes ~8 minutes,
-#            both precisions: a run cut at the limit leaves its finished stages in
-#            $out/cache/replay/tune-v1.json; carry it as .carry/cache/replay/ and run again with
-#            TUNED_MODE=cached to tune only the rest)
+#            both precisions: a run cut at the limit leaves its finished stages in the cache,
+#            which comes back compressed as $out/tune-v1.json.gz — it is larger than the device
+#            tool returns uncompressed; unpack it into .carry/cache/replay/tune-v1.json and run
+#            again with TUNED_MODE=cached to tune only the rest)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
 #   ab       builds $AB_BUILDS (default `old new`: `new` is this one, .carry/replay, any other
 #            name N the binary .carry/N/replay) at equal plans, alternated, two rounds: bench-ssm
@@ -197,7 +198,8 @@ for s in "${steps[@]}"; do
     racecheck) export -f racecheck; step racecheck 240 bash -c racecheck ;;
     tuned) step tuned 570 env REPLAY_TUNE="${TUNED_MODE:-force}" "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
       ${TUNED_MODELS:+--model "$TUNED_MODELS"} ${TUNED_DRAFTS:+--drafts "$TUNED_DRAFTS"} --triton "$triton" \
-      --json "$out/ssm-tuned.json" ;;
+      --json "$out/ssm-tuned.json"
+      gzip -c "$cache/replay/tune-v1.json" >"$out/tune-v1.json.gz" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
     ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
     flush) export -f flush_profile; export out bin; step flush 240 bash -c flush_profile ;;
