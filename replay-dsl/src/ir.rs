@@ -368,6 +368,11 @@ pub enum DotPrecision {
     /// three TF32 products (within ~1e-6 of Σ|a||b|); CUDA cores otherwise.
     #[default]
     Tf32x3,
+    /// As [`DotPrecision::Tf32x3`], but on tensor cores every k-step's products accumulate in
+    /// the accumulator itself (CUTLASS's 3xTF32) instead of being summed apart and added with
+    /// one rounding: one `add` per accumulator word and k-step fewer, within ~3K/8 · 2⁻²³ of
+    /// `|acc| + Σ|a||b|` (2.9e-6 at K = 64). For short K whose result is mostly `acc`.
+    Tf32x3Chained,
     /// Tensor cores where the shapes allow, f32 operands rounded once to TF32 (one product per
     /// pair; within ~1e-3 of Σ|a||b|, Triton's default `tf32`): for results that end in 16-bit
     /// floats. CUDA cores otherwise.
@@ -628,6 +633,7 @@ impl Op {
             ),
             Op::Dot { precision, .. } => match precision {
                 DotPrecision::Tf32x3 => "dot".into(),
+                DotPrecision::Tf32x3Chained => "dot.chained".into(),
                 DotPrecision::Tf32 => "dot.tf32".into(),
                 DotPrecision::Ieee => "dot.ieee".into(),
             },

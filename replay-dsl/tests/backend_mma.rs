@@ -183,6 +183,33 @@ fn ieee_precision_stays_on_cuda_cores() {
     }
 }
 
+/// At `Tf32x3` each k-step's products are summed from zero and added to the accumulator with
+/// `add.rn.f32` (one add per accumulator word and k-step); at `Tf32x3Chained` the mmas chain
+/// on the accumulator and the k-loop has no such add; both split f32 operands into three
+/// terms, staged or read from registers.
+#[test]
+fn chained_dots_accumulate_on_the_tensor_cores() {
+    for (b_k_major, warps) in [(false, 4), (true, 4), (false, 1)] {
+        let fresh = DotCase {
+            b_k_major,
+            ..case(32, 64, 64, warps, Operands::F32, true)
+        };
+        let chained = DotCase {
+            precision: DotPrecision::Tf32x3Chained,
+            ..fresh
+        };
+        for (f, c) in ptx(fresh).iter().zip(ptx(chained)) {
+            let adds = |p: &str| p.matches("add.rn.f32").count();
+            // Every m16n8 tile of the thread: 4 words, one add per k-step each.
+            let tiles = (32 / 16 * 64 / 8) / warps as usize;
+            assert!(adds(f) >= tiles * 4, "{fresh:?}: {} adds\n{f}", adds(f));
+            assert_eq!(adds(&c), 0, "{chained:?}\n{c}");
+            assert_eq!(f.matches(TF32).count(), c.matches(TF32).count(), "{chained:?}");
+            assert!(c.contains(ROUND_TF32), "{chained:?}: the split");
+        }
+    }
+}
+
 /// The speculative-verification kernel's products (S × Q, X × W, K × Qᵀ and the checkpoint
 /// fold) at 4 and 8 warps: all on tensor cores, within the shared-memory limit, no spills.
 #[test]

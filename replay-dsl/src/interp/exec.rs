@@ -625,7 +625,7 @@ impl<'a> Exec<'a> {
                 // `Tf32` rounds the operands first (as the tensor cores see them).
                 let operand = |x: f64| match precision {
                     DotPrecision::Tf32 => round_tf32(x as f32),
-                    DotPrecision::Tf32x3 | DotPrecision::Ieee => x as f32,
+                    DotPrecision::Tf32x3 | DotPrecision::Tf32x3Chained | DotPrecision::Ieee => x as f32,
                 };
                 let af: Vec<f32> = av.iter().map(|&x| operand(x)).collect();
                 let bf: Vec<f32> = bv.iter().map(|&x| operand(x)).collect();

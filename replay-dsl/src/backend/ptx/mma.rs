@@ -12,7 +12,8 @@
 //! The tensor cores round their f32 sums toward zero, so the products of one k-step are summed
 //! from zero into a fresh fragment, which is then added to the accumulator with `add.rn.f32`:
 //! the truncation errors stay relative to one k-step's sum, and the mmas of consecutive k-steps
-//! do not wait on one another.
+//! do not wait on one another. At `Tf32x3Chained` (and `Tf32`) they chain on the accumulator
+//! instead: one `add` per accumulator word and k-step fewer.
 //! Register operands ([`MmaPlan::in_regs`]) skip the staging: every k-step is unrolled and
 //! takes its fragments straight from the operands' registers.
 //! When the result has fewer `m16n8` tiles than warps, the warps that would hold copies of it
@@ -43,7 +44,7 @@ enum Tf32Words {
     Exact,
     /// Rounded once (`DotPrecision::Tf32`).
     Rounded,
-    /// Split into high and low parts (`DotPrecision::Tf32x3`).
+    /// Split into high and low parts (`DotPrecision::Tf32x3`, `Tf32x3Chained`).
     Split,
 }
 
@@ -134,6 +135,8 @@ impl Emitter<'_> {
         let c: Vec<Reg> = self.regs_n(Class::F32, nregs);
         let zero = self.reg(Class::F32);
         emit!(self, "mov.f32 {zero}, {}", f32_imm(0.0));
+        // A fresh fragment per k-step and tile, unless the mmas chain on the accumulator.
+        let fresh = (p.precision == DotPrecision::Tf32x3).then_some(zero);
         match kgroup {
             // Group 0 starts from the accumulator, the others from zero.
             Some(g) => {
@@ -156,7 +159,7 @@ impl Emitter<'_> {
                 (&rb, lb),
                 (&tiles, &tile_regs),
                 &c,
-                zero,
+                fresh,
                 (round_a, round_b),
             );
             return Ok(match kgroup {
@@ -214,7 +217,7 @@ impl Emitter<'_> {
                 let fa = &afr[rows.binary_search(m0).expect("row tile")];
                 let fb = &bfr[cols.binary_search(n0).expect("column tile")];
                 let tile = tile_regs[q].map(|r| c[r]);
-                self.mma_terms(p, &tile, fa, fb, zero);
+                self.mma_terms(p, &tile, fa, fb, fresh);
             }
         }
         if iters > 1 {
@@ -242,7 +245,7 @@ impl Emitter<'_> {
         (rb, lb): (&[Reg], LayoutId),
         (tiles, tile_regs): (&[(usize, usize)], &[[usize; 4]]),
         c: &[Reg],
-        zero: Reg,
+        fresh: Option<Reg>,
         (round_a, round_b): (Tf32Words, Tf32Words),
     ) {
         let (fa, fb) = (self.asg.layout(la).clone(), self.asg.layout(lb).clone());
@@ -281,15 +284,16 @@ impl Emitter<'_> {
                 let fa = &afr[rows.binary_search(m0).expect("row tile")];
                 let fb = &bfr[cols.binary_search(n0).expect("column tile")];
                 let tile = tile_regs[q].map(|r| c[r]);
-                self.mma_terms(p, &tile, fa, fb, zero);
+                self.mma_terms(p, &tile, fa, fb, fresh);
             }
         }
     }
 
     /// `tile += a · b` for one m16n8 tile and k-step: one chained `mma` at precision `Tf32`;
-    /// else the terms of the 3xTF32 split (the low parts' first) summed from `zero` into a
-    /// fresh fragment that is then added to `tile`.
-    fn mma_terms(&mut self, p: MmaPlan, tile: &[Reg], fa: &Frag, fb: &Frag, zero: Reg) {
+    /// else the terms of the 3xTF32 split (the low parts' first), chained on `tile`, or with
+    /// `fresh` (a zero register) summed from zero into a fresh fragment that is then added to
+    /// `tile`.
+    fn mma_terms(&mut self, p: MmaPlan, tile: &[Reg], fa: &Frag, fb: &Frag, fresh: Option<Reg>) {
         if p.precision == DotPrecision::Tf32 {
             self.mma(p.kind, tile, &fa.hi, &fb.hi, tile);
             return;
@@ -302,6 +306,12 @@ impl Emitter<'_> {
             terms.push((&fa.hi, lo));
         }
         terms.push((&fa.hi, &fb.hi));
+        let Some(zero) = fresh else {
+            for (x, y) in terms {
+                self.mma(p.kind, tile, x, y, tile);
+            }
+            return;
+        };
         let t = self.regs_n(Class::F32, 4);
         let mut from = [zero; 4];
         for (x, y) in terms {
