@@ -46,8 +46,8 @@ pub(crate) fn shfl(regs: &mut [u64], n: usize, mode: ShflMode, d: Reg, dp: Optio
 }
 
 /// `mma.sync.aligned.{m16n8k8,m16n8k16}.row.col.f32.{tf32,bf16,f16}…f32`: `D = A·B + C`
-/// with exact products summed in f64 and rounded once to f32 (tf32 operands: the top 19 bits
-/// of each `.b32`). Fragments as the PTX ISA lays them out, with `g = lane / 4`, `t = lane % 4`:
+/// with exact products summed in f64 and rounded once to f32 toward zero, as the tensor cores
+/// round their sums (tf32 operands: the top 19 bits of each `.b32`). Fragments as the PTX ISA lays them out, with `g = lane / 4`, `t = lane % 4`:
 /// tf32 A `a0:(g,t) a1:(g+8,t) a2:(g,t+4) a3:(g+8,t+4)`, B `b0:(t,g) b1:(t+4,g)`;
 /// 16-bit A register `r` holds `(g + 8(r%2), 2t + 8(r/2) + {0,1})`, B register `r` holds
 /// `(2t + 8r + {0,1}, g)`; C/D `c_i:(g + 8(i/2), 2t + i%2)`.
@@ -98,9 +98,20 @@ pub(crate) fn mma(regs: &mut [u64], n: usize, kind: MmaKind, d: [Reg; 4], a: [Sr
             for k in 0..kk {
                 acc += am[row][k] * bm[k][col];
             }
-            let v = acc as f32;
+            let v = f32_toward_zero(acc);
             regs[lane * n + *r as usize] = if v.is_nan() { 0x7FFF_FFFF } else { v.to_bits() as u64 };
         }
+    }
+}
+
+/// `x` rounded to f32 toward zero (an overflow stays infinite).
+fn f32_toward_zero(x: f64) -> f32 {
+    let v = x as f32;
+    if v.is_finite() && f64::from(v).abs() > x.abs() {
+        // Rounded away from zero: the next f32 toward zero (sign and magnitude bits).
+        f32::from_bits(v.to_bits() - 1)
+    } else {
+        v
     }
 }
 

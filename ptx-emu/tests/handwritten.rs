@@ -149,6 +149,32 @@ fn mma_fragments_match_a_cpu_matmul() {
     }
 }
 
+/// The tensor cores round a sum toward zero: `1 − 2⁻³⁰` (C = 1, eight products of −2⁻³³)
+/// becomes the f32 below 1, not 1; `−1 + 2⁻³⁰` the f32 above −1; `1 + 2⁻³⁰` stays 1.
+#[test]
+fn mma_sums_round_toward_zero() {
+    // (C, B's elements) → D's bits, with A's elements 2⁻²⁰.
+    for (c, b, want) in [
+        (0x3F80_0000u32, 0xB900_0000u32, 0x3F7F_FFFFu32),
+        (0xBF80_0000, 0x3900_0000, 0xBF7F_FFFF),
+        (0x3F80_0000, 0x3900_0000, 0x3F80_0000),
+    ] {
+        let body = format!(
+            "\tmov.b32 %r10, 0x35800000;\n\tmov.b32 %r11, 0x35800000;\n\tmov.b32 %r12, 0x35800000;\n\
+             \tmov.b32 %r13, 0x35800000;\n\tmov.b32 %r14, {b};\n\tmov.b32 %r15, {b};\n\
+             \tmov.b32 %f5, {c};\n\tmov.b32 %f6, {c};\n\tmov.b32 %f7, {c};\n\tmov.b32 %f8, {c};\n\
+             \tmma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{%f1, %f2, %f3, %f4}}, {{%r10, %r11, %r12, %r13}}, {{%r14, %r15}}, {{%f5, %f6, %f7, %f8}};\n{}",
+            store_d()
+        );
+        let out = u32s(&run(&body, 16, vec![0; 4], 32 * 16).unwrap());
+        assert!(
+            out.iter().all(|&d| d == want),
+            "C {c:#x}, B {b:#x}: {:#x} for {want:#x}",
+            out[0]
+        );
+    }
+}
+
 #[test]
 fn ldmatrix_plain_and_transposed() {
     // Shared memory: 4 matrices of 8×8 b16, element (m, r, c) = 256m + 16r + c, rows 16
