@@ -794,9 +794,15 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     let short = tune_verify_tiles(&mut cached, &TUNE, batch, true, windows[0], drafts, accepted, false).unwrap();
     assert_eq!(short.source, TuneSource::Cache);
     assert!(windows.contains(&first.verify.window));
-    assert!(short.tiles.contains(&first.verify.verify));
+    // A shortlisted tile, then its products chained or not (two cycles timed).
+    let unchained = |t: Tiles| Tiles {
+        chained_dots: false,
+        ..t
+    };
+    assert!(short.tiles.contains(&unchained(first.verify.verify)));
     assert_eq!(first.verify.step, first.replay.step);
     assert_eq!(joint("verify window L and tiles"), windows.len() * short.tiles.len());
+    assert_eq!(joint("verify products chained"), 2);
     // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks.
     let f = tune_fold_tiles(&mut cached, &TUNE, batch, first.verify.window, drafts, accepted, false).unwrap();
     assert_eq!(f.source, TuneSource::Cache);
@@ -829,7 +835,11 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     )
     .unwrap();
     assert_eq!(short.source, TuneSource::Cache);
-    assert!(short.tiles.contains(&verify_lp.verify) || verify_lp.verify == first.verify.verify);
+    assert!(
+        short.tiles.contains(&unchained(verify_lp.verify))
+            || unchained(verify_lp.verify) == unchained(first.verify.verify)
+    );
+    assert_eq!(joint("verify products chained (two precisions)"), 2);
     assert_eq!(verify_lp.step, replay_lp.step);
     assert!(joint("verify window L and tiles (two precisions)") > 0);
     // The fold's tiles of their own (it writes the f16 copy too): its shortlist's head blocks

@@ -39,6 +39,8 @@ struct Case {
     tail: bool,
     /// The fold's `RELOAD_KEYS` (the keys loaded with each head's tiles; `fc` ≥ `dk`).
     reload_keys: bool,
+    /// The verification's `CHAINED` (its records products chained on their accumulators).
+    chained: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
@@ -68,6 +70,7 @@ impl Case {
             tiers: false,
             tail: false,
             reload_keys: false,
+            chained: false,
             early: false,
             lp: false,
             seed,
@@ -139,6 +142,7 @@ fn run(case: Case) {
         tiers,
         tail,
         reload_keys,
+        chained,
         early,
         lp,
         seed,
@@ -181,6 +185,7 @@ fn run(case: Case) {
         tiers,
         tail,
         reload_keys,
+        chained,
         early,
         lp,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -498,6 +503,22 @@ fn record_tiers_match_the_recurrence() {
             tiers: true,
             lp,
             ..Case::new(CPU_TEST, 40 + i as u64)
+        });
+    }
+}
+
+/// `CHAINED`: the records products (`Kᵀ Q`, `V (W ⊙ Kᵀ Q)`) chained on their accumulators
+/// (`DotPrecision::Tf32x3Chained`), one and two precisions, with and without record tiers, at a
+/// shape whose products fit the tensor cores (`BV` 16, `dk` 32) where kernels run compiled.
+#[test]
+fn chained_records_products_match_the_recurrence() {
+    for (i, (lp, tiers)) in [(false, true), (true, false)].into_iter().enumerate() {
+        run(Case {
+            bv: 16,
+            chained: true,
+            tiers,
+            lp,
+            ..Case::new(TUNING, 70 + i as u64)
         });
     }
 }

@@ -443,6 +443,8 @@ pub struct ReplayConfig {
     pub tail: bool,
     /// The fold's `RELOAD_KEYS` (the group's keys loaded with each head's tiles).
     pub reload_keys: bool,
+    /// The verification's `CHAINED` (its records products chained on their accumulators).
+    pub chained: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
     /// The replay step's `FR` (state rows per flush block).
@@ -470,6 +472,7 @@ impl ReplayConfig {
             tiers: false,
             tail: false,
             reload_keys: false,
+            chained: false,
             fc: 32,
             fr: 8,
             lp: false,
@@ -522,6 +525,7 @@ impl ReplayConfig {
                 LP: self.lp,
                 TIERS: self.tiers,
                 TAIL: self.tail,
+                CHAINED: self.chained,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -90,6 +90,10 @@ pub struct Tiles {
     /// its head loop (its `RELOAD_KEYS`: fewer registers; other kernels ignore it).
     #[serde(default)]
     pub reload_keys: bool,
+    /// The verification's records products chain their mmas on the accumulator
+    /// (`DotPrecision::Tf32x3Chained`, its `CHAINED`; other kernels ignore it).
+    #[serde(default)]
+    pub chained_dots: bool,
 }
 
 impl Tiles {
@@ -98,7 +102,7 @@ impl Tiles {
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
     /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
     /// last value block in a tile of its own rows, `reload` with the keys loaded per head,
-    /// `fc=..` with
+    /// `chained` with the records products chained on their accumulators, `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -113,6 +117,7 @@ impl Tiles {
         let tiers = if self.record_tiers { " tiers" } else { "" };
         let tail = if self.tail_tiles { " tail" } else { "" };
         let reload = if self.reload_keys { " reload" } else { "" };
+        let chained = if self.chained_dots { " chained" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -124,7 +129,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{fc}{fr}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -199,6 +204,7 @@ impl ReplayPlan {
             record_tiers: false,
             tail_tiles: false,
             reload_keys: false,
+            chained_dots: false,
         };
         ReplayPlan {
             window,
@@ -250,6 +256,7 @@ impl ConventionalPlan {
             record_tiers: false,
             tail_tiles: false,
             reload_keys: false,
+            chained_dots: false,
         };
         ConventionalPlan {
             decode: t,

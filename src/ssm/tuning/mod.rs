@@ -122,8 +122,8 @@ fn joint_note(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize)
 /// The plans for `shape` at `batch`: with a tuner, tile shortlists from the kernels' tuning,
 /// then each plan's window and tiles together by whole-window timing (cache first), once for
 /// one state precision and then, from those plans, for two (the step's, the verification's and
-/// the fold's tiles and the windows; the fold's chosen on whole verification cycles from its
-/// own shortlist); else the defaults (window `round(L*)`, default tiles). `verify_drafts` is
+/// the fold's tiles and the windows; the verification tile's records products then chained
+/// or not; the fold's chosen on whole verification cycles from its own shortlist); else the defaults (window `round(L*)`, default tiles). `verify_drafts` is
 /// the `T` of the speculative plan.
 pub fn plans(
     tuner: Option<&mut Autotuner>,
@@ -287,6 +287,23 @@ impl TuneJob<'_> {
             verify.verify = c.tiles;
             let (value, source, n) = joint_note(&c, l_star_v, cands_v, tiles.len());
             note(&format!("verify window L and tiles{tag}"), value, source, n);
+            // Its records products chained on their accumulators or not, at that window and
+            // tile (a precision choice within their bound; its own registers and schedule).
+            let both = [
+                verify.verify,
+                Tiles {
+                    chained_dots: !verify.verify.chained_dots,
+                    ..verify.verify
+                },
+            ];
+            let c = cycles.tune_window(tuner, verify, &both, &[verify.window])?;
+            verify.verify = c.tiles;
+            note(
+                &format!("verify products chained{tag}"),
+                c.tiles.chained_dots.to_string(),
+                c.source,
+                2,
+            );
             // The fold's tiles: a kernel-level shortlist, then whole cycles (with two
             // precisions it writes the f16 copy too; the one-precision choice timed beside).
             let short = tune_fold_tiles(tuner, &shape, batch, verify.window, drafts, accepted, lp)?;

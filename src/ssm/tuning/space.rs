@@ -223,6 +223,7 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         record_tiers: get("TIERS", 0) != 0,
         tail_tiles: get("TAIL", 0) != 0,
         reload_keys: get("RELOAD_KEYS", 0) != 0,
+        chained_dots: get("CHAINED", 0) != 0,
     }
 }
 

@@ -305,6 +305,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("TIERS", tiles.record_tiers as i64),
         ("TAIL", tiles.tail_tiles as i64),
         ("RELOAD_KEYS", tiles.reload_keys as i64),
+        ("CHAINED", tiles.chained_dots as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))
@@ -620,6 +621,7 @@ mod tests {
             record_tiers: true,
             tail_tiles: true,
             reload_keys: true,
+            chained_dots: true,
         };
         for tiles in [on, plan.verify, plan.fold, plan.step] {
             assert_eq!(window_of(&window_values(51, &tiles)), (51, tiles));

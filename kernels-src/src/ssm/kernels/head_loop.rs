@@ -29,6 +29,8 @@ pub(super) struct HeadRows<'a, T: Float> {
     pub q: Tile<T>,
     /// With `ASYNC`, the two-stage shared buffer `[BV, DK]` the rows are copied into.
     pub stages: Option<Shared<T>>,
+    /// The precision of their product.
+    pub precision: DotPrecision,
 }
 
 /// The loop over the program's `hb` heads from `head0`: each head's inputs (`loads`) and
@@ -48,7 +50,13 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
     per_head: &PerHead<'_, R, E>,
 ) {
     let both = |head: Tile<i32>, m: Tile<bool>| ((loads.own)(head, m), (loads.ahead)(head, m));
-    let HeadRows { ptr, mask, q, stages } = rows;
+    let HeadRows {
+        ptr,
+        mask,
+        q,
+        stages,
+        precision,
+    } = rows;
     if let Some(buf) = stages {
         buf.copy_async(0, ptr(head0), mask);
         let mut ahead = (loads.ahead)(head0, full([], true));
@@ -60,7 +68,7 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
             let own = (loads.own)(head0 + hc, full([], true));
             let sq = || {
                 wait_async(1);
-                dot(buf.read(hc & 1), q)
+                dot_in(buf.read(hc & 1), q, precision)
             };
             per_head(hc, &sq, own, this);
         }
@@ -70,13 +78,13 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
         for hc in range(0, hb as i32) {
             let ((own, this), st) = next;
             next = tiles(head0 + hc + 1, hc + 1 < hb as i32);
-            per_head(hc, &|| dot(st, q), own, this);
+            per_head(hc, &|| dot_in(st, q, precision), own, this);
         }
     } else {
         for hc in range(0, hb as i32) {
             let (own, this) = both(head0 + hc, full([], true));
             let st = load(ptr(head0 + hc), mask);
-            per_head(hc, &|| dot(st, q), own, this);
+            per_head(hc, &|| dot_in(st, q, precision), own, this);
         }
     }
 }

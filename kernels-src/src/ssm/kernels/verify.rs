@@ -134,6 +134,11 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 /// the window's fill rather than its capacity, for twice the code (H200, a T=8 cycle at
 /// `L = 56`: Super 0.528 → 0.510 ms, Nano 0.609 → 0.574).
 ///
+/// With `CHAINED` (a tuning axis) the three products chain their mmas on the accumulator
+/// ([`DotPrecision::Tf32x3Chained`]: within 6.7e-6 of their scale at `K = 128`, for bf16
+/// outputs) instead of adding each k-step's products apart: fewer instructions, a different
+/// schedule (H200, `bench/NOTES.md` session 27: Nano's two-precision tile 0.997 → 0.959 steps).
+///
 /// The checkpoint is only read: the pre-flush of the committed records, when the row's flag
 /// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel.
 ///
@@ -174,10 +179,15 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] LP: bool,
     #[constexpr(default = false)] TIERS: bool,
     #[constexpr(default = false)] TAIL: bool,
+    #[constexpr(default = false)] CHAINED: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1 && T >= 1 && T <= L, "1 ≤ T ≤ L");
+    let dots = match CHAINED {
+        true => DotPrecision::Tf32x3Chained,
+        false => DotPrecision::Tf32x3,
+    };
     let _ = (batch, slots);
     let hpg = HEADS / GROUPS;
     let cap = L + T;
@@ -230,7 +240,7 @@ pub fn mamba2_verify(
             );
             let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
             let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
-            let kq = dot(keys, q_bf); // bf16 products are exact in f32
+            let kq = dot_in(keys, q_bf, dots); // bf16 products are exact in f32
             let q_t = q_bf.cast::<f32>();
             let q_lp = q_t.cast::<f16>();
 
@@ -358,7 +368,7 @@ pub fn mamba2_verify(
 
                 // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
                 let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-                let y = gam_h.expand_dims(0) * sq() + dot(x_rec.trans(), wkq) + d_h * x_s.cast::<f32>();
+                let y = gam_h.expand_dims(0) * sq() + dot_in(x_rec.trans(), wkq, dots) + d_h * x_s.cast::<f32>();
                 let y = gated(y, z_s);
                 let omask = vm & live.expand_dims(0);
                 store(out + xo, y.cast::<bf16>(), omask);
@@ -371,6 +381,7 @@ pub fn mamba2_verify(
                     mask: vm,
                     q: q_lp,
                     stages: stages_f16.of(bv, BV),
+                    precision: dots,
                 };
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             } else {
@@ -379,6 +390,7 @@ pub fn mamba2_verify(
                     mask: vm,
                     q: q_t,
                     stages: stages_f32.of(bv, BV),
+                    precision: dots,
                 };
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             }
