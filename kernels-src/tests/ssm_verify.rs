@@ -39,7 +39,7 @@ struct Case {
     tail: bool,
     /// The fold's `RELOAD_KEYS` (the keys loaded with each head's tiles; `fc` ≥ `dk`).
     reload_keys: bool,
-    /// The verification's `CHAINED` (its records products chained on their accumulators).
+    /// The verification's `CHAINED` (its products chained on their accumulators).
     chained: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
@@ -507,11 +507,11 @@ fn record_tiers_match_the_recurrence() {
     }
 }
 
-/// `CHAINED`: the records products (`Kᵀ Q`, `V (W ⊙ Kᵀ Q)`) chained on their accumulators
+/// `CHAINED`: the products (`S_ckpt Q`, `Kᵀ Q`, `V (W ⊙ Kᵀ Q)`) chained on their accumulators
 /// (`DotPrecision::Tf32x3Chained`), one and two precisions, with and without record tiers, at a
 /// shape whose products fit the tensor cores (`BV` 16, `dk` 32) where kernels run compiled.
 #[test]
-fn chained_records_products_match_the_recurrence() {
+fn chained_products_match_the_recurrence() {
     for (i, (lp, tiers)) in [(false, true), (true, false)].into_iter().enumerate() {
         run(Case {
             bv: 16,

@@ -47,7 +47,8 @@ pub(crate) fn shfl(regs: &mut [u64], n: usize, mode: ShflMode, d: Reg, dp: Optio
 
 /// `mma.sync.aligned.{m16n8k8,m16n8k16}.row.col.f32.{tf32,bf16,f16}…f32`: `D = A·B + C`
 /// with exact products summed in f64 and rounded once to f32 toward zero, as the tensor cores
-/// round their sums (tf32 operands: the top 19 bits of each `.b32`). Fragments as the PTX ISA lays them out, with `g = lane / 4`, `t = lane % 4`:
+/// round their sums (tf32 operands: the top 19 bits of each `.b32`). Fragments as the PTX ISA
+/// lays them out, with `g = lane / 4`, `t = lane % 4`:
 /// tf32 A `a0:(g,t) a1:(g+8,t) a2:(g,t+4) a3:(g+8,t+4)`, B `b0:(t,g) b1:(t+4,g)`;
 /// 16-bit A register `r` holds `(g + 8(r%2), 2t + 8(r/2) + {0,1})`, B register `r` holds
 /// `(2t + 8r + {0,1}, g)`; C/D `c_i:(g + 8(i/2), 2t + i%2)`.

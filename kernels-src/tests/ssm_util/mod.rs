@@ -443,7 +443,7 @@ pub struct ReplayConfig {
     pub tail: bool,
     /// The fold's `RELOAD_KEYS` (the group's keys loaded with each head's tiles).
     pub reload_keys: bool,
-    /// The verification's `CHAINED` (its records products chained on their accumulators).
+    /// The verification's `CHAINED` (its products chained on their accumulators).
     pub chained: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,

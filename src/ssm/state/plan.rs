@@ -90,7 +90,7 @@ pub struct Tiles {
     /// its head loop (its `RELOAD_KEYS`: fewer registers; other kernels ignore it).
     #[serde(default)]
     pub reload_keys: bool,
-    /// The verification's records products chain their mmas on the accumulator
+    /// The verification's products chain their mmas on their accumulators
     /// (`DotPrecision::Tf32x3Chained`, its `CHAINED`; other kernels ignore it).
     #[serde(default)]
     pub chained_dots: bool,
@@ -102,7 +102,7 @@ impl Tiles {
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
     /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
     /// last value block in a tile of its own rows, `reload` with the keys loaded per head,
-    /// `chained` with the records products chained on their accumulators, `fc=..` with
+    /// `chained` with the verification's products chained on their accumulators, `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {

@@ -122,9 +122,9 @@ fn joint_note(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize)
 /// The plans for `shape` at `batch`: with a tuner, tile shortlists from the kernels' tuning,
 /// then each plan's window and tiles together by whole-window timing (cache first), once for
 /// one state precision and then, from those plans, for two (the step's, the verification's and
-/// the fold's tiles and the windows; the verification tile's records products then chained
-/// or not; the fold's chosen on whole verification cycles from its own shortlist); else the defaults (window `round(L*)`, default tiles). `verify_drafts` is
-/// the `T` of the speculative plan.
+/// the fold's tiles and the windows; the verification tile's products then chained or not;
+/// the fold's chosen on whole verification cycles from its own shortlist); else the defaults
+/// (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the speculative plan.
 pub fn plans(
     tuner: Option<&mut Autotuner>,
     shape: ModelShape,
@@ -287,7 +287,7 @@ impl TuneJob<'_> {
             verify.verify = c.tiles;
             let (value, source, n) = joint_note(&c, l_star_v, cands_v, tiles.len());
             note(&format!("verify window L and tiles{tag}"), value, source, n);
-            // Its records products chained on their accumulators or not, at that window and
+            // Its products chained on their accumulators or not, at that window and
             // tile (a precision choice within their bound; its own registers and schedule).
             let both = [
                 verify.verify,
