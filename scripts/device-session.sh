@@ -21,8 +21,8 @@
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
 #   ab       builds $AB_BUILDS (default `old new`: `new` is this one, .carry/replay, any other
 #            name N the binary .carry/N/replay) at equal plans, alternated, two rounds: bench-ssm
-#            --plans F for each file F in $AB_PLANS (default the latest plans at B=256: v29 Nano,
-#            v30 Super), the file's models and batches unless $AB_MODEL / $AB_BATCH name them,
+#            --plans F for each file F in $AB_PLANS (default the latest plans at B=256, both
+#            models: bench/results/plans-h200-v33-b256.json), the file's models and batches unless $AB_MODEL / $AB_BATCH name them,
 #            --drafts $AB_DRAFTS (default 8); each run at most $AB_RUN_LIMIT seconds (default 120)
 #   jit      the driver's JIT against REPLAY_JIT=ptxas: a forced tuning of Nano at B=1, T=8 in
 #            each mode (fresh caches; each run cut at $JIT_TUNE_LIMIT s, default 250: the stages
@@ -137,7 +137,7 @@ print(",".join(str(v) for v in sorted({r[sys.argv[2]] for r in rows})))' "$1" "$
 }
 
 ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternated
-  local plans=(${AB_PLANS:-bench/results/ssm-h200-v29-nano-b256.json bench/results/ssm-h200-v30-super-b256.json}) round b p exe n=0
+  local plans=(${AB_PLANS:-bench/results/plans-h200-v33-b256.json}) round b p exe n=0
   for round in 1 2; do
     for b in ${AB_BUILDS:-old new}; do
       exe=.carry/$b/replay
