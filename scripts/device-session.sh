@@ -5,7 +5,9 @@
 # .carry/replay && scripts/gpu-tests.sh` (the device tool carries .carry/).
 #
 # Steps (arguments; default: tests memcheck racecheck tuned notune, in this order):
-#   tests    every GPU test binary in .carry/tests (REPLAY_REQUIRE_GPU=1, SSM tests on the GPU)
+#   tests    every GPU test binary in .carry/tests whose name matches the regex $GPU_TESTS
+#            (default all; REPLAY_REQUIRE_GPU=1, SSM tests on the GPU), each run even when an
+#            earlier one fails, with its time
 #   memcheck compute-sanitizer memcheck over every SSM kernel (bench-ssm Super and Nano B=16,
 #            T=8, default plans), then over the tail-tile tests (.carry/tests: the default plans
 #            mask Nano's last value block, TAIL takes a tile of its rows)
@@ -81,10 +83,15 @@ gpu_tests() {
   export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
   REPLAY_PTXAS=$(toolkit_ptxas) # ptxas_jit compiles with it
   export REPLAY_PTXAS
+  local t t0 bad=0
   for t in .carry/tests/*; do
+    [[ ${t##*/} =~ ${GPU_TESTS:-.} ]] || continue
     echo "== $t"
-    "$t" --test-threads=1 --skip ptx_assembles --skip scan_variants_assemble || return 1
+    t0=$SECONDS
+    "$t" --test-threads=1 --skip ptx_assembles --skip scan_variants_assemble || bad=$((bad + 1))
+    echo "== $t: $((SECONDS - t0)) s"
   done
+  return "$bad"
 }
 
 profile() { # one launch of each SSM kernel per model under Nsight Compute, with per-SASS counts
@@ -193,7 +200,7 @@ racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of t
 
 for s in "${steps[@]}"; do
   case $s in
-    tests) export -f gpu_tests toolkit_ptxas; step tests 240 bash -c gpu_tests ;;
+    tests) export -f gpu_tests toolkit_ptxas; step tests 480 bash -c gpu_tests ;;
     memcheck) export -f memcheck; export bin; step memcheck 360 bash -c memcheck ;;
     racecheck) export -f racecheck; step racecheck 240 bash -c racecheck ;;
     tuned) step tuned 570 env REPLAY_TUNE="${TUNED_MODE:-force}" "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
