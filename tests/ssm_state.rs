@@ -731,7 +731,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
 fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     use replay::ssm::tuning::{
         accepted_drafts, plans, tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles,
-        window_candidates, with_flush_variants, with_head_blocks,
+        window_candidates, with_chained_dots, with_flush_variants, with_head_blocks,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -802,7 +802,9 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     assert!(short.tiles.contains(&unchained(first.verify.verify)));
     assert_eq!(first.verify.step, first.replay.step);
     assert_eq!(joint("verify window L and tiles"), windows.len() * short.tiles.len());
-    assert_eq!(joint("verify products chained"), 2);
+    let chained = with_chained_dots(first.verify.verify, &short.tiles);
+    assert_eq!(joint("verify products chained"), chained.len());
+    assert_eq!(chained.len(), 2 * short.tiles.len());
     // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks.
     let f = tune_fold_tiles(&mut cached, &TUNE, batch, first.verify.window, drafts, accepted, false).unwrap();
     assert_eq!(f.source, TuneSource::Cache);
@@ -839,7 +841,14 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
         short.tiles.contains(&unchained(verify_lp.verify))
             || unchained(verify_lp.verify) == unchained(first.verify.verify)
     );
-    assert_eq!(joint("verify products chained (two precisions)"), 2);
+    let mut timed = short.tiles.clone();
+    if !timed.contains(&first.verify.verify) {
+        timed.push(first.verify.verify);
+    }
+    assert_eq!(
+        joint("verify products chained (two precisions)"),
+        with_chained_dots(verify_lp.verify, &timed).len()
+    );
     assert_eq!(verify_lp.step, replay_lp.step);
     assert!(joint("verify window L and tiles (two precisions)") > 0);
     // The fold's tiles of their own (it writes the f16 copy too): its shortlist's head blocks

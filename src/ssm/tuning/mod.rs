@@ -21,7 +21,9 @@ mod space;
 mod windows;
 
 pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles};
-pub use space::{replay_shortlist, with_flush_variants, with_head_blocks, Shortlist, TILE_SHORTLIST};
+pub use space::{
+    replay_shortlist, with_chained_dots, with_flush_variants, with_head_blocks, Shortlist, TILE_SHORTLIST,
+};
 pub use windows::{
     accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_window, verify_run_cycles,
     window_candidates, window_run_steps, ConventionalRunner, VerifyCycles, VerifyRunner, WindowChoice, WindowRunner,
@@ -122,9 +124,10 @@ fn joint_note(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize)
 /// The plans for `shape` at `batch`: with a tuner, tile shortlists from the kernels' tuning,
 /// then each plan's window and tiles together by whole-window timing (cache first), once for
 /// one state precision and then, from those plans, for two (the step's, the verification's and
-/// the fold's tiles and the windows; the verification tile's products then chained or not;
-/// the fold's chosen on whole verification cycles from its own shortlist); else the defaults
-/// (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the speculative plan.
+/// the fold's tiles and the windows; the verification's tiles then with their products
+/// chained or not; the fold's chosen on whole verification cycles from its own shortlist);
+/// else the defaults (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the
+/// speculative plan.
 pub fn plans(
     tuner: Option<&mut Autotuner>,
     shape: ModelShape,
@@ -287,22 +290,16 @@ impl TuneJob<'_> {
             verify.verify = c.tiles;
             let (value, source, n) = joint_note(&c, l_star_v, cands_v, tiles.len());
             note(&format!("verify window L and tiles{tag}"), value, source, n);
-            // Its products chained on their accumulators or not, at that window and
-            // tile (a precision choice within their bound; its own registers and schedule).
-            let both = [
-                verify.verify,
-                Tiles {
-                    chained_dots: !verify.verify.chained_dots,
-                    ..verify.verify
-                },
-            ];
-            let c = cycles.tune_window(tuner, verify, &both, &[verify.window])?;
+            // At that window, the tiles with their products chained on their accumulators or
+            // not (a precision choice within their bound; its own registers and schedule).
+            let chained = with_chained_dots(verify.verify, &tiles);
+            let c = cycles.tune_window(tuner, verify, &chained, &[verify.window])?;
             verify.verify = c.tiles;
             note(
                 &format!("verify products chained{tag}"),
-                c.tiles.chained_dots.to_string(),
+                c.tiles.show(),
                 c.source,
-                2,
+                chained.len(),
             );
             // The fold's tiles: a kernel-level shortlist, then whole cycles (with two
             // precisions it writes the f16 copy too; the one-precision choice timed beside).
