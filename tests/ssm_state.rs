@@ -794,7 +794,8 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     let short = tune_verify_tiles(&mut cached, &TUNE, batch, true, windows[0], drafts, accepted, false).unwrap();
     assert_eq!(short.source, TuneSource::Cache);
     assert!(windows.contains(&first.verify.window));
-    // A shortlisted tile, then its products chained or not (two cycles timed).
+    // A shortlisted tile, then at its window every shortlisted tile with its products chained
+    // and not.
     let unchained = |t: Tiles| Tiles {
         chained_dots: false,
         ..t
