@@ -5,7 +5,8 @@
 //! inputs (seed printed; `REPLAY_SEED` replays) and a poisoned output, every element must
 //! satisfy `|gpu − interpreter| ≤ 1e-6 · (|acc| + Σ_k |a_ik| |b_kj|)` (docs/SEMANTICS.md,
 //! `Dot`; `Tf32x3Chained` adds `3 · K/8 · 2⁻²³` to the bound). Shapes that fit the tensor
-//! cores run `mma.sync` (3xTF32 for f32 operands); the others the CUDA-core loop. A failure lists the worst elements with the exact (f64) value.
+//! cores run `mma.sync` (3xTF32 for f32 operands); the others the CUDA-core loop. A failure
+//! lists the worst elements with the exact (f64) value.
 //!
 //! Without a CUDA GPU the test prints "skipped: no CUDA GPU" and passes.
 
