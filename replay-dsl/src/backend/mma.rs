@@ -295,19 +295,19 @@ pub struct StagedAccess<'a> {
     pub count: usize,
 }
 
+impl StagedAccess<'_> {
+    /// Its wavefronts per thread at a row pitch of `pitch` elements of `elem_bytes`.
+    pub fn wavefronts(&self, pitch: usize, elem_bytes: usize) -> usize {
+        let addrs: Vec<usize> = self.lanes.iter().map(|&(r, c)| (r * pitch + c) * elem_bytes).collect();
+        wavefronts(&addrs, self.width) * self.count
+    }
+}
+
 /// The row pitch (elements of `elem_bytes`) in `len ..= max` (rows `align`-element aligned)
 /// with the fewest shared-memory wavefronts over the stores that stage an operand and the
 /// fragment loads that read it back; `max` (the planned pitch) on ties.
 pub fn staging_pitch(accesses: &[StagedAccess], elem_bytes: usize, len: usize, max: usize, align: usize) -> usize {
-    let cost = |pitch: usize| -> usize {
-        accesses
-            .iter()
-            .map(|a| {
-                let addrs: Vec<usize> = a.lanes.iter().map(|&(r, c)| (r * pitch + c) * elem_bytes).collect();
-                wavefronts(&addrs, a.width) * a.count
-            })
-            .sum()
-    };
+    let cost = |pitch: usize| -> usize { accesses.iter().map(|a| a.wavefronts(pitch, elem_bytes)).sum() };
     let mut best = (cost(max), max);
     for pitch in (len..max).rev().filter(|p| p % align.max(1) == 0) {
         let c = cost(pitch);
@@ -330,13 +330,14 @@ pub fn b_fragment_cells(positions: [u32; 3]) -> Vec<(usize, usize)> {
 /// fewest shared-memory wavefronts at the columns of `positions`.
 fn b_fragment_pitch(n: usize, elem_bytes: usize, positions: [u32; 3]) -> usize {
     let cells = b_fragment_cells(positions);
-    let cost = |pitch: usize| {
-        let addrs: Vec<usize> = cells.iter().map(|&(r, c)| (r * pitch + c) * elem_bytes).collect();
-        wavefronts(&addrs, elem_bytes)
+    let load = StagedAccess {
+        lanes: &cells,
+        width: elem_bytes,
+        count: 1,
     };
     (n..n + 128 / elem_bytes)
         .step_by(16 / elem_bytes)
-        .min_by_key(|&p| (cost(p), p))
+        .min_by_key(|&p| (load.wavefronts(p, elem_bytes), p))
         .expect("a non-empty range of pitches")
 }
 
@@ -617,12 +618,13 @@ mod tests {
             (64, 64, 4, 4, 64 + 8, 2),
         ] {
             let positions = n_position_bits(&acc_layout(m, n, warps, MmaKind::Tf32));
-            let cost = |p: usize| {
-                let addrs: Vec<usize> = (b_fragment_cells(positions).iter())
-                    .map(|&(r, c)| (r * p + c) * s)
-                    .collect();
-                wavefronts(&addrs, s)
+            let cells = b_fragment_cells(positions);
+            let load = StagedAccess {
+                lanes: &cells,
+                width: s,
+                count: 1,
             };
+            let cost = |p: usize| load.wavefronts(p, s);
             assert_eq!(b_fragment_pitch(n, s, positions), pitch, "{m}x{n}, {s} bytes");
             assert_eq!(cost(pitch), waves, "{m}x{n}, {s} bytes");
             assert!(
