@@ -145,6 +145,8 @@ print(",".join(str(v) for v in sorted({r[sys.argv[2]] for r in rows})))' "$1" "$
 
 ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternated
   local plans=(${AB_PLANS:-bench/results/plans-h200-v33-b256.json}) round b p exe n=0
+  local json # the runs' JSON and plots stay on the machine: ab.txt has their tables
+  json=$(mktemp -d)
   for round in 1 2; do
     for b in ${AB_BUILDS:-old new}; do
       exe=.carry/$b/replay
@@ -156,7 +158,7 @@ ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternate
         # otherwise tune every batch), and each run limited: a stray tuning run fails fast.
         timeout "${AB_RUN_LIMIT:-120}" "$exe" bench-ssm --plans "$p" \
           --model "${AB_MODEL:-$(file_field "$p" model)}" --batch "${AB_BATCH:-$(file_field "$p" batch)}" \
-          --drafts "${AB_DRAFTS:-8}" --json "$out/ab-$b-$round-$n.json" || return 1
+          --drafts "${AB_DRAFTS:-8}" --json "$json/ab-$b-$round-$n.json" || return 1
       done
     done
   done
@@ -187,7 +189,7 @@ memcheck() { # out-of-bounds and misaligned accesses of every SSM kernel, tail t
   "${sanitize[@]}" "$bin" bench-ssm --model nemotron3-super-120b,nemotron3-nano-4b --batch 16 --drafts 8 \
     --no-tune &&
     REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda "${sanitize[@]}" .carry/tests/replay-kernels-ssm_verify \
-      --test-threads=1 the_last_value_block
+      --test-threads=1 the_last_value_block chained_products
 }
 
 racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of the dot products
