@@ -54,6 +54,16 @@ fn bench_ssm_interpret_writes_json_and_plot() {
     assert!(row["speedup_lp"].as_f64().unwrap() > 0.0);
     assert!(row["verify"][0]["replay_lp_ms"].as_f64().unwrap() > 0.0);
     assert!(out.contains("f16 ckpt"), "{out}");
+    // Each cycle's launches timed apart: positive parts that add up to about the cycle (the
+    // interpreter's host timings: within a factor of two of the graph-less cycle).
+    for (parts, cycle) in [("parts", "replay_ms"), ("parts_lp", "replay_lp_ms")] {
+        let v = &row["verify"][0];
+        let p = [&v[parts]["verify_ms"], &v[parts]["fold_ms"], &v[parts]["commit_ms"]].map(|x| x.as_f64().unwrap());
+        assert!(p.iter().all(|t| *t > 0.0), "{v}");
+        let (sum, cycle) = (p.iter().sum::<f64>(), v[cycle].as_f64().unwrap());
+        assert!(sum > cycle / 2.0 && sum < cycle * 2.0, "{v}");
+    }
+    assert!(out.contains("where a verification cycle goes"), "{out}");
     assert!(json.with_extension("png").exists());
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -113,10 +113,62 @@ pub struct VerifyResult {
     /// `replay_lp_ms` over one conventional step.
     #[serde(default)]
     pub replay_lp_vs_step: f64,
+    /// Where a cycle of `replay_ms` goes: its launches timed one by one.
+    pub parts: CycleParts,
+    /// The same with two state precisions.
+    pub parts_lp: CycleParts,
     /// The snapshot-per-draft baseline, ms.
     pub snapshot_ms: f64,
     /// `snapshot_ms` over one conventional step.
     pub snapshot_vs_step: f64,
+}
+
+/// Where a verification cycle goes, ms per cycle: each launch timed apart (events between them,
+/// outside a graph) over whole flush periods. `verify_ms` alone is the kernel-level figure
+/// (what REPLAYSSM.md's reported 0.89–1.21 steps measure); the cycle adds the fold's share
+/// (one flushing launch per period, idle ones otherwise) and the commit.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct CycleParts {
+    /// The verification's launch ([`Mamba2ReplayState::verify_outputs`]).
+    pub verify_ms: f64,
+    /// The pre-flush's launch ([`Mamba2ReplayState::pre_flush`]).
+    pub fold_ms: f64,
+    /// The commit's launch.
+    pub commit_ms: f64,
+}
+
+/// [`CycleParts`] of `cycles` verification cycles of `n` drafts of `rs` (which continue its
+/// rows' windows).
+fn cycle_parts(
+    stream: &Stream,
+    rs: &Mamba2ReplayState,
+    io: &StepIo,
+    n: usize,
+    cycles: usize,
+) -> Result<CycleParts, RuntimeError> {
+    let device = stream.device();
+    let marks = (0..=3 * cycles)
+        .map(|_| device.new_event())
+        .collect::<Result<Vec<_>, _>>()?;
+    marks[0].record(stream)?;
+    for c in 0..cycles {
+        rs.verify_outputs(stream, io, n)?;
+        marks[3 * c + 1].record(stream)?;
+        rs.pre_flush(stream)?;
+        marks[3 * c + 2].record(stream)?;
+        rs.commit(stream, Next::Verify(n))?;
+        marks[3 * c + 3].record(stream)?;
+    }
+    let mut sums = [0.0; 3];
+    for (i, pair) in marks.windows(2).enumerate() {
+        sums[i % 3] += f64::from(pair[0].elapsed_ms(&pair[1])?);
+    }
+    let per = |t: f64| t / cycles as f64;
+    Ok(CycleParts {
+        verify_ms: per(sums[0]),
+        fold_ms: per(sums[1]),
+        commit_ms: per(sums[2]),
+    })
 }
 
 /// The Triton conventional kernel's time, from its script's JSON.
@@ -301,7 +353,8 @@ fn bench_row(
         for &n in &args.drafts {
             let accepted = super::tuning::accepted_drafts(n);
             let mut cycle_ms = [0.0; 2];
-            for ((rs, ms), window) in states.iter_mut().zip(&mut cycle_ms).zip(windows) {
+            let mut parts = [CycleParts::default(); 2];
+            for (((rs, ms), part), window) in states.iter_mut().zip(&mut cycle_ms).zip(&mut parts).zip(windows) {
                 // Fresh sequences ready to verify n drafts.
                 for row in 0..batch {
                     rs.release(stream, row)?;
@@ -321,8 +374,10 @@ fn bench_row(
                 };
                 let g = capture_on_gpu(stream, cycle)?;
                 *ms = timed(stream, settings, &g, cycle, cycles)?;
+                *part = cycle_parts(stream, rs, &io, n, cycles)?;
             }
             let [replay_ms, replay_lp_ms] = cycle_ms;
+            let [parts, parts_lp] = parts;
             conv.prepare_verify(&io, n)?;
             let snaps = |s: &Stream| {
                 for _ in 0..GRAPH_STEPS {
@@ -339,6 +394,8 @@ fn bench_row(
                 replay_vs_step: replay_ms / conventional_ms,
                 replay_lp_ms,
                 replay_lp_vs_step: replay_lp_ms / conventional_ms,
+                parts,
+                parts_lp,
                 snapshot_ms,
                 snapshot_vs_step: snapshot_ms / conventional_ms,
             });
@@ -595,6 +652,41 @@ pub fn verify_table(report: &SsmReport) -> Table {
     t
 }
 
+/// Where the verification cycles go: per draft count, each precision's launches timed apart (ms
+/// per cycle), the verification's alone also in units of one step (the kernel-level figure).
+pub fn cycle_parts_table(report: &SsmReport) -> Table {
+    let mut t = Table::new([
+        "model",
+        "B",
+        "T",
+        "verify",
+        "÷ step",
+        "fold",
+        "commit",
+        "f16 ckpt: verify",
+        "÷ step",
+        "fold",
+        "commit",
+    ])
+    .right(1..11);
+    for r in report.rows.iter().filter(|r| r.error.is_none()) {
+        let step = r.conventional_ms;
+        for v in &r.verify {
+            let mut row = vec![r.model.clone(), r.batch.to_string(), v.drafts.to_string()];
+            for p in [v.parts, v.parts_lp] {
+                row.extend([
+                    sig(p.verify_ms, 4),
+                    format!("{}×", sig(p.verify_ms / step, 3)),
+                    sig(p.fold_ms, 3),
+                    sig(p.commit_ms, 3),
+                ]);
+            }
+            t.row(row);
+        }
+    }
+    t
+}
+
 /// The targets of issue 4, judged on the rows measured: `(target, met?, detail)`; the detail
 /// lists every row's figure, a ✗ after those that miss.
 pub fn targets(report: &SsmReport) -> Vec<(String, Option<bool>, String)> {
@@ -758,6 +850,13 @@ pub fn print(out: &mut dyn Write, report: &SsmReport) -> std::io::Result<()> {
             "\nspeculative verification (+ commit; amortised over whole flush periods, folds included) vs snapshot per draft; ÷ step = over one conventional step; f16 ckpt = two state precisions (the verification reads f16 copies of the f32 checkpoints), with their own plan (window L₂)"
         )?;
         write!(out, "{vt}")?;
+        writeln!(
+            out,
+            "\nwhere a verification cycle goes, ms per cycle: its launches timed apart over whole flush periods \
+             (events between them, no graph); verify ÷ step = the verification's launch alone (kernel level), fold = \
+             the pre-flush's share (one flushing launch per period, idle launches otherwise)"
+        )?;
+        write!(out, "{}", cycle_parts_table(report))?;
     }
     writeln!(out, "\ntargets:")?;
     for (what, met, detail) in targets(report) {

@@ -253,8 +253,17 @@ impl Mamba2ReplayState {
 
     /// Output-only verification of `n` drafts per row (`1 ≤ n ≤ T`), inputs token-major in
     /// `io`; outputs `[batch, n, heads, dv]`. The flags must have been set for `Verify(n)`.
-    /// Follow it with [`Self::commit`].
+    /// Follow it with [`Self::commit`]. Two launches: [`Self::verify_outputs`], then
+    /// [`Self::pre_flush`].
     pub fn verify(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
+        self.verify_outputs(stream, io, n)?;
+        self.pre_flush(stream)
+    }
+
+    /// The first launch of [`Self::verify`]: the drafts' outputs (and their records appended),
+    /// from the checkpoints as they are. [`Self::pre_flush`] must follow before the commit;
+    /// apart, the two can be timed or profiled one by one.
+    pub fn verify_outputs(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
         let Some(k) = &self.verify_k else {
             return Err(RuntimeError::Size(
                 "this state was made with T = 0: no verification".into(),
@@ -268,12 +277,20 @@ impl Mamba2ReplayState {
         }
         self.check_io(io, n)?;
         let grid = self.core.grid(self.plan.verify.hb, self.plan.verify.bv);
-        go(k, stream, grid, &self.verify_args(io, n))?;
-        if let Some(f) = &self.fold_k {
-            let grid = self.core.grid(self.plan.fold.hb, self.plan.fold.bv);
-            go(f, stream, grid, &self.fold_args())?;
+        go(k, stream, grid, &self.verify_args(io, n))
+    }
+
+    /// The second launch of [`Self::verify`]: the rows whose flags say so (`h + n > L`) fold
+    /// their committed records into their checkpoints; the others return at once. Nothing
+    /// with `T = 0`.
+    pub fn pre_flush(&self, stream: &Stream) -> Result<()> {
+        match &self.fold_k {
+            Some(f) => {
+                let grid = self.core.grid(self.plan.fold.hb, self.plan.fold.bv);
+                go(f, stream, grid, &self.fold_args())
+            }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Commits a verification: `h ← h + accepted[row]` (read from [`Self::accepted`] in device
