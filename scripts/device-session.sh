@@ -39,6 +39,12 @@
 #            $FLUSH_MODEL, B=256, T=8: speed of light, warp states, L1 wavefronts (shared
 #            memory; global sectors and requests: one wavefront per sector is an access too
 #            narrow for L1) and the per-SASS summary
+#   lines    Nsight Compute on one launch of $LINES_KERNEL (default mamba2_verify; the launch after
+#            skipping $LINES_SKIP, default 6: a full record tier at Nano's v33 plans) for each
+#            pair of $LINES_BUILDS (default `new`; names as for ab) and $LINES_PLANS (one plans
+#            file per build, default the v33 plans): duration, instructions, warp states, and the
+#            SASS lines with the most stall samples (`ncu_sass.py --top 15`), to compare builds
+#            whose instruction counts and speeds disagree
 # A failing step is reported and the next one runs; the exit status counts the failures.
 set -uo pipefail
 out=${OUT:-device-out}
@@ -164,6 +170,23 @@ ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternate
   done
 }
 
+lines() { # one launch per build under Nsight Compute: where its warps stall, by SASS line
+  local builds=(${LINES_BUILDS:-new}) plans=(${LINES_PLANS:-bench/results/plans-h200-v33-b256.json}) i b exe p
+  for i in "${!builds[@]}"; do
+    b=${builds[$i]} p=${plans[$i]:-${plans[0]}}
+    exe=.carry/$b/replay
+    [[ $b == new ]] && exe=$bin
+    echo "=== $b at $p"
+    ncu --clock-control none -k regex:"${LINES_KERNEL:-mamba2_verify}" -s "${LINES_SKIP:-6}" -c 1 \
+      --section WarpStateStats --section SourceCounters --metrics gpu__time_duration.sum,smsp__inst_executed.sum \
+      -f -o "/tmp/lines-$b" "$exe" bench-ssm --plans "$p" --model "${LINES_MODEL:-nemotron3-nano-4b}" \
+      --batch 256 --drafts 8 >/dev/null || return 1
+    ncu -i "/tmp/lines-$b.ncu-rep" --print-summary none | grep -E 'gpu__time|inst_executed|Warp Cycles Per Issued|Eligible'
+    ncu -i "/tmp/lines-$b.ncu-rep" --page source --print-source sass --csv >"/tmp/lines-$b.csv" || return 1
+    python3 bench/tools/ncu_sass.py "/tmp/lines-$b.csv" --top 15 || return 1
+  done
+}
+
 jit() { # the driver's JIT against ptxas cubins: tuning time, then speed at equal plans
   local mode round
   REPLAY_PTXAS=$(toolkit_ptxas)
@@ -214,7 +237,8 @@ for s in "${steps[@]}"; do
     flush) export -f flush_profile; export out bin; step flush 240 bash -c flush_profile ;;
     jit) export -f jit toolkit_ptxas; export out bin; step jit 580 bash -c jit ;;
     ab) export -f ab file_field; export out bin; step ab 540 bash -c ab ;;
-    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, flush, ab, jit)" >&2; failed=$((failed + 1)) ;;
+    lines) export -f lines; export bin; step lines 300 bash -c lines ;;
+    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, flush, ab, lines, jit)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 # The cubins ptxas compiled stay here: thousands of files, and the tool brings back few.
