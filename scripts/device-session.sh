@@ -100,6 +100,17 @@ gpu_tests() {
   return "$bad"
 }
 
+sass_summary() { # report (without .ncu-rep), ncu_sass.py options...: its per-SASS CSV, summarised
+  local name=$1
+  shift
+  ncu -i "$name.ncu-rep" --page source --print-source sass --csv >"$name-sass.csv" || return 1
+  python3 bench/tools/ncu_sass.py "$name-sass.csv" "$@"
+}
+
+build_exe() { # the binary of build NAME: `new` is this one ($bin), any other .carry/NAME/replay
+  if [[ $1 == new ]]; then echo "$bin"; else echo ".carry/$1/replay"; fi
+}
+
 profile() { # one launch of each SSM kernel per model under Nsight Compute, with per-SASS counts
   local model k name plans=--no-tune
   [[ -f $XDG_CACHE_HOME/replay/tune-v1.json ]] && plans=
@@ -112,8 +123,7 @@ profile() { # one launch of each SSM kernel per model under Nsight Compute, with
         --section SourceCounters \
         "$bin" bench-ssm --model "$model" --batch "${NCU_BATCH:-256}" --drafts 8 $plans >/dev/null || return 1
       ncu -i "$name.ncu-rep" --print-summary none || return 1
-      ncu -i "$name.ncu-rep" --page source --print-source sass --csv >"$name-sass.csv" || return 1
-      python3 bench/tools/ncu_sass.py "$name-sass.csv" || true
+      sass_summary "$name" || true
       rm -f "$name.ncu-rep"
     done
   done
@@ -138,8 +148,7 @@ print(max(t)[1])' "$name-times.csv") || return 1
     "${run[@]}" >/dev/null || return 1
   ncu -i "$name.ncu-rep" --page details --print-units base |
     grep -E "Duration|Throughput|Eligible|Warp Cycles Per Issued|Registers Per|Achieved Active|l1tex__" || return 1
-  ncu -i "$name.ncu-rep" --page source --print-source sass --csv >"$name-sass.csv" || return 1
-  python3 bench/tools/ncu_sass.py "$name-sass.csv" --top 12 || true
+  sass_summary "$name" --top 12 || true
   rm -f "$name.ncu-rep"
 }
 
@@ -155,8 +164,7 @@ ab() { # the builds $AB_BUILDS at the plans of each file in $AB_PLANS, alternate
   json=$(mktemp -d)
   for round in 1 2; do
     for b in ${AB_BUILDS:-old new}; do
-      exe=.carry/$b/replay
-      [[ $b == new ]] && exe=$bin
+      exe=$(build_exe "$b")
       for p in "${plans[@]}"; do
         n=$((n + 1))
         echo "== $b, round $round, $p"
@@ -174,16 +182,14 @@ lines() { # one launch per build under Nsight Compute: where its warps stall, by
   local builds=(${LINES_BUILDS:-new}) plans=(${LINES_PLANS:-bench/results/plans-h200-v33-b256.json}) i b exe p
   for i in "${!builds[@]}"; do
     b=${builds[$i]} p=${plans[$i]:-${plans[0]}}
-    exe=.carry/$b/replay
-    [[ $b == new ]] && exe=$bin
+    exe=$(build_exe "$b")
     echo "=== $b at $p"
     ncu --clock-control none -k regex:"${LINES_KERNEL:-mamba2_verify}" -s "${LINES_SKIP:-6}" -c 1 \
       --section WarpStateStats --section SourceCounters --metrics gpu__time_duration.sum,smsp__inst_executed.sum \
       -f -o "/tmp/lines-$b" "$exe" bench-ssm --plans "$p" --model "${LINES_MODEL:-nemotron3-nano-4b}" \
       --batch 256 --drafts 8 >/dev/null || return 1
     ncu -i "/tmp/lines-$b.ncu-rep" --print-summary none | grep -E 'gpu__time|inst_executed|Warp Cycles Per Issued|Eligible'
-    ncu -i "/tmp/lines-$b.ncu-rep" --page source --print-source sass --csv >"/tmp/lines-$b.csv" || return 1
-    python3 bench/tools/ncu_sass.py "/tmp/lines-$b.csv" --top 15 || return 1
+    sass_summary "/tmp/lines-$b" --top 15 || return 1
   done
 }
 
@@ -233,11 +239,11 @@ for s in "${steps[@]}"; do
       --json "$out/ssm-tuned.json"
       gzip -c "$cache/replay/tune-v1.json" >"$out/tune-v1.json.gz" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
-    ncu) export -f profile; export out bin; step ncu 300 bash -c profile ;;
-    flush) export -f flush_profile; export out bin; step flush 240 bash -c flush_profile ;;
+    ncu) export -f profile sass_summary; export out bin; step ncu 300 bash -c profile ;;
+    flush) export -f flush_profile sass_summary; export out bin; step flush 240 bash -c flush_profile ;;
     jit) export -f jit toolkit_ptxas; export out bin; step jit 580 bash -c jit ;;
-    ab) export -f ab file_field; export out bin; step ab 540 bash -c ab ;;
-    lines) export -f lines; export bin; step lines 300 bash -c lines ;;
+    ab) export -f ab file_field build_exe; export out bin; step ab 540 bash -c ab ;;
+    lines) export -f lines sass_summary build_exe; export bin; step lines 300 bash -c lines ;;
     *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, flush, ab, lines, jit)" >&2; failed=$((failed + 1)) ;;
   esac
 done
