@@ -19,7 +19,8 @@
 #            both precisions: a run cut at the limit leaves its finished stages in the cache,
 #            which comes back compressed as $out/tune-v1.json.gz — it is larger than the device
 #            tool returns uncompressed; unpack it into .carry/cache/replay/tune-v1.json and run
-#            again with TUNED_MODE=cached to tune only the rest)
+#            again with TUNED_MODE=cached to tune only the rest); at most $TUNED_LIMIT seconds
+#            (default 570)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
 #   ab       builds $AB_BUILDS (default `old new`: `new` is this one, .carry/replay, any other
 #            name N the binary .carry/N/replay) at equal plans, alternated, two rounds: bench-ssm
@@ -43,8 +44,9 @@
 #            skipping $LINES_SKIP, default 6: a full record tier at Nano's v33 plans) for each
 #            pair of $LINES_BUILDS (default `new`; names as for ab) and $LINES_PLANS (one plans
 #            file per build, default the v33 plans): duration, instructions, warp states, and the
-#            SASS lines with the most stall samples (`ncu_sass.py --top 15`), to compare builds
-#            whose instruction counts and speeds disagree
+#            SASS lines with the most stall samples (`ncu_sass.py --top 15`; every line's counts
+#            gzipped as $out/lines-BUILD-sass.csv.gz), to compare builds whose instruction counts
+#            and speeds disagree
 # A failing step is reported and the next one runs; the exit status counts the failures.
 set -uo pipefail
 out=${OUT:-device-out}
@@ -190,6 +192,7 @@ lines() { # one launch per build under Nsight Compute: where its warps stall, by
       --batch 256 --drafts 8 >/dev/null || return 1
     ncu -i "/tmp/lines-$b.ncu-rep" --print-summary none | grep -E 'gpu__time|inst_executed|Warp Cycles Per Issued|Eligible'
     sass_summary "/tmp/lines-$b" --top 15 || return 1
+    gzip -c "/tmp/lines-$b-sass.csv" >"$out/lines-$b-sass.csv.gz"
   done
 }
 
@@ -234,7 +237,7 @@ for s in "${steps[@]}"; do
     tests) export -f gpu_tests toolkit_ptxas; step tests 480 bash -c gpu_tests ;;
     memcheck) export -f memcheck; export bin; step memcheck 360 bash -c memcheck ;;
     racecheck) export -f racecheck; step racecheck 240 bash -c racecheck ;;
-    tuned) step tuned 570 env REPLAY_TUNE="${TUNED_MODE:-force}" "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
+    tuned) step tuned "${TUNED_LIMIT:-570}" env REPLAY_TUNE="${TUNED_MODE:-force}" "$bin" bench-ssm --batch "${TUNED_BATCHES:-256,1}" \
       ${TUNED_MODELS:+--model "$TUNED_MODELS"} ${TUNED_DRAFTS:+--drafts "$TUNED_DRAFTS"} --triton "$triton" \
       --json "$out/ssm-tuned.json"
       gzip -c "$cache/replay/tune-v1.json" >"$out/tune-v1.json.gz" ;;
@@ -243,7 +246,7 @@ for s in "${steps[@]}"; do
     flush) export -f flush_profile sass_summary; export out bin; step flush 240 bash -c flush_profile ;;
     jit) export -f jit toolkit_ptxas; export out bin; step jit 580 bash -c jit ;;
     ab) export -f ab file_field build_exe; export out bin; step ab 540 bash -c ab ;;
-    lines) export -f lines sass_summary build_exe; export bin; step lines 300 bash -c lines ;;
+    lines) export -f lines sass_summary build_exe; export out bin; step lines 300 bash -c lines ;;
     *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, flush, ab, lines, jit)" >&2; failed=$((failed + 1)) ;;
   esac
 done
