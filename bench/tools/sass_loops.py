@@ -34,20 +34,27 @@ def instructions(cubin):
     return out
 
 
+def loop_bodies(ins):
+    """(first, last) index of each backward branch's body in `ins`, a list of (address, text)."""
+    index = {a: i for i, (a, _) in enumerate(ins)}
+    found = []
+    for i, (addr, text) in enumerate(ins):
+        m = re.search(r"BRA\s+0x([0-9a-f]+)", text)
+        target = int(m.group(1), 16) if m else None
+        if target is not None and target < addr and target in index:
+            found.append((index[target], i))
+    return found
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     ins = instructions(sys.argv[1])
-    index = {a: i for i, (a, _) in enumerate(ins)}
     print(f"{len(ins)} instructions")
-    for i, (addr, text) in enumerate(ins):
-        m = re.search(r"BRA\s+0x([0-9a-f]+)", text)
-        target = int(m.group(1), 16) if m else None
-        if target is None or target >= addr or target not in index:
-            continue
-        body = [t for _, t in ins[index[target] : i + 1]]
+    for first, last in loop_bodies(ins):
+        body = [t for _, t in ins[first : last + 1]]
         counts = " ".join(f"{k} {sum(f(t) for t in body)}" for k, f in COUNTED.items())
-        print(f"loop {target:#x}..{addr:#x}: {len(body)} instructions, {counts}")
+        print(f"loop {ins[first][0]:#x}..{ins[last][0]:#x}: {len(body)} instructions, {counts}")
 
 
 if __name__ == "__main__":

@@ -17,11 +17,13 @@ warps per scheduler): the instruction, the scoreboard, the distance, and whether
 operations share the scoreboard (`shared`: the wait is ptxas's doing, not the data's).
 
 Usage: sass_scoreboards.py KERNEL.cubin [--near N]
-Needs `cuobjdump` and `nvdisasm` on PATH (see sass_loops.py).
+Needs `cuobjdump` and `nvdisasm` on PATH, and sass_loops.py beside it (its loops).
 """
 import re
 import subprocess
 import sys
+
+from sass_loops import loop_bodies
 
 NO_BARRIER = 7
 
@@ -51,17 +53,6 @@ def instructions(cubin):
             )
         )
     return out
-
-
-def loops(ins):
-    """(first, last) index of each backward branch's body."""
-    index = {x["addr"]: i for i, x in enumerate(ins)}
-    found = []
-    for i, x in enumerate(ins):
-        m = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", x["text"])
-        if m and int(m.group(1), 16) <= x["addr"] and int(m.group(1), 16) in index:
-            found.append((index[int(m.group(1), 16)], i))
-    return found
 
 
 def is_global_load(x):
@@ -102,7 +93,7 @@ def main():
     if len(args) != 1:
         sys.exit(__doc__)
     ins = instructions(args[0])
-    for first, last in loops(ins):
+    for first, last in loop_bodies([(x["addr"], x["text"]) for x in ins]):
         waits = exposed_waits(ins, first, last, near)
         print(
             f"loop {ins[first]['addr']:#x}..{ins[last]['addr']:#x}: {last - first + 1} instructions, "
