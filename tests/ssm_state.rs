@@ -731,7 +731,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
 fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     use replay::ssm::tuning::{
         accepted_drafts, plans, tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles,
-        window_candidates, with_chained_dots, with_flush_variants, with_fused_folds, with_head_blocks,
+        window_candidates, with_chained_dots, with_flush_variants, with_head_blocks,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -795,19 +795,15 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     assert_eq!(short.source, TuneSource::Cache);
     assert!(windows.contains(&first.verify.window));
     // A shortlisted tile, then at its window every shortlisted tile with its products chained
-    // and not, then (after the fold's stage) at every window the chosen one folding its
-    // flushing rows itself or not.
+    // and not.
     let unchained = |t: Tiles| Tiles {
         chained_dots: false,
-        ..t.unfused()
+        ..t
     };
     assert!(short.tiles.contains(&unchained(first.verify.verify)));
     assert_eq!(first.verify.step, first.replay.step);
     assert_eq!(joint("verify window L and tiles"), windows.len() * short.tiles.len());
-    let fused = with_fused_folds(first.verify.verify.unfused(), TUNE.dk);
-    assert!(fused.len() > 1 && fused.contains(&first.verify.verify));
-    assert_eq!(joint("verify folds its flushes"), windows.len() * fused.len());
-    let chained = with_chained_dots(first.verify.verify.unfused(), &short.tiles);
+    let chained = with_chained_dots(first.verify.verify, &short.tiles);
     assert_eq!(joint("verify products chained"), chained.len());
     assert_eq!(chained.len(), 2 * short.tiles.len());
     // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks.
@@ -847,16 +843,12 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
             || unchained(verify_lp.verify) == unchained(first.verify.verify)
     );
     let mut timed = short.tiles.clone();
-    if !timed.contains(&first.verify.verify.unfused()) {
-        timed.push(first.verify.verify.unfused());
+    if !timed.contains(&first.verify.verify) {
+        timed.push(first.verify.verify);
     }
     assert_eq!(
         joint("verify products chained (two precisions)"),
-        with_chained_dots(verify_lp.verify.unfused(), &timed).len()
-    );
-    assert_eq!(
-        joint("verify folds its flushes (two precisions)"),
-        windows.len() * with_fused_folds(verify_lp.verify, TUNE.dk).len()
+        with_chained_dots(verify_lp.verify, &timed).len()
     );
     assert_eq!(verify_lp.step, replay_lp.step);
     assert!(joint("verify window L and tiles (two precisions)") > 0);

@@ -41,8 +41,6 @@ struct Case {
     reload_keys: bool,
     /// The verification's `CHAINED` (its products chained on their accumulators).
     chained: bool,
-    /// The verification's `FOLD` (the pre-flush in its own launch; no fold kernel launched).
-    fused_fold: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
@@ -73,7 +71,6 @@ impl Case {
             tail: false,
             reload_keys: false,
             chained: false,
-            fused_fold: false,
             early: false,
             lp: false,
             seed,
@@ -146,7 +143,6 @@ fn run(case: Case) {
         tail,
         reload_keys,
         chained,
-        fused_fold,
         early,
         lp,
         seed,
@@ -190,7 +186,6 @@ fn run(case: Case) {
         tail,
         reload_keys,
         chained,
-        fused_fold,
         early,
         lp,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -243,14 +238,11 @@ fn run(case: Case) {
                 // outputs' extra error.
                 let ckpt_before = lp.then(|| host(&s, &ring.ckpt));
                 launch(&verify_k, &s, grid, &args);
-                // The pre-flush, for the rows whose flag is set (with FOLD done by the
-                // verification).
-                if !fused_fold {
-                    let mut fold_args = vec![arg(&par[0]), arg(&slot_idx)];
-                    fold_args.extend(ring.args());
-                    fold_args.extend([ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
-                    launch(&fold_k, &s, grid, &fold_args);
-                }
+                // The pre-flush, for the rows whose flag is set.
+                let mut fold_args = vec![arg(&par[0]), arg(&slot_idx)];
+                fold_args.extend(ring.args());
+                fold_args.extend([ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
+                launch(&fold_k, &s, grid, &fold_args);
                 let want = truth_verify(&params, &truth, &slots, &drafts, n);
                 let extra: Vec<f64> = match &ckpt_before {
                     Some(c) => (0..batch)
@@ -527,39 +519,6 @@ fn chained_products_match_the_recurrence() {
             tiers,
             lp,
             ..Case::new(TUNING, 70 + i as u64)
-        });
-    }
-}
-
-/// `FOLD`: the verification folds a flushing row's committed records itself (no fold kernel),
-/// `FC` key columns at a time; plain, `PREFETCH` and `ASYNC` head loops, record tiers, masked
-/// and tail value blocks, chained products, one and two precisions, with decode steps between
-/// verifications.
-#[test]
-fn the_verification_folds_in_its_launch() {
-    // (shape, BV, HB, FC, PREFETCH, ASYNC, TIERS, TAIL, LP, CHAINED)
-    let cases = [
-        (CPU_TEST, 8, 3, 8, false, false, false, false, false, false),
-        (CPU_TEST, 8, 1, 32, true, false, true, false, true, false),
-        (DV_20, 16, 2, 16, false, true, true, true, true, false),
-        (DV_19, 8, 4, 4, false, true, false, false, false, false),
-        (TUNING, 16, 2, 32, false, true, true, false, false, true),
-    ];
-    for (i, (shape, bv, hb, fc, prefetch, async_copy, tiers, tail, lp, chained)) in cases.into_iter().enumerate() {
-        run(Case {
-            gated: i % 2 == 0,
-            shared_weights: i % 2 == 1,
-            bv,
-            hb,
-            fc,
-            prefetch,
-            async_copy,
-            tiers,
-            tail,
-            lp,
-            chained,
-            fused_fold: true,
-            ..Case::new(shape, 1100 + i as u64)
         });
     }
 }

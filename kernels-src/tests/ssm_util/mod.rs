@@ -445,9 +445,7 @@ pub struct ReplayConfig {
     pub reload_keys: bool,
     /// The verification's `CHAINED` (its products chained on their accumulators).
     pub chained: bool,
-    /// The verification's `FOLD` (the pre-flush in its own launch, no fold kernel).
-    pub fused_fold: bool,
-    /// `FC` of the fold, and of the verification with `FOLD` (key columns per flush block).
+    /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
     /// The replay step's `FR` (state rows per flush block).
     pub fr: usize,
@@ -475,7 +473,6 @@ impl ReplayConfig {
             tail: false,
             reload_keys: false,
             chained: false,
-            fused_fold: false,
             fc: 32,
             fr: 8,
             lp: false,
@@ -529,8 +526,6 @@ impl ReplayConfig {
                 TIERS: self.tiers,
                 TAIL: self.tail,
                 CHAINED: self.chained,
-                FOLD: self.fused_fold,
-                FC: self.fc,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -94,30 +94,15 @@ pub struct Tiles {
     /// (`DotPrecision::Tf32x3Chained`, its `CHAINED`; other kernels ignore it).
     #[serde(default)]
     pub chained_dots: bool,
-    /// The verification folds a flushing row's committed records itself, `flush_columns` key
-    /// columns at a time, and no fold kernel is launched (its `FOLD`; other kernels ignore it).
-    #[serde(default)]
-    pub fused_fold: bool,
 }
 
 impl Tiles {
-    /// The same tiles with the fold kernel doing the verification's flushes (no `FOLD`, the
-    /// default `FC`).
-    pub fn unfused(self) -> Tiles {
-        Tiles {
-            fused_fold: false,
-            flush_columns: DEFAULT_FLUSH_COLUMNS,
-            ..self
-        }
-    }
-
     /// `BV=.. HB=.. w=..`, then `b=..` with an occupancy hint, `early` with an early
     /// checkpoint load, `prefetch` with the next head's loads (the step: its flush's tile)
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
     /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
     /// last value block in a tile of its own rows, `reload` with the keys loaded per head,
-    /// `chained` with the verification's products chained on their accumulators, `fold` with the
-    /// verification folding its flushing rows (then `fc=..` is its blocks), `fc=..` with
+    /// `chained` with the verification's products chained on their accumulators, `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -133,7 +118,6 @@ impl Tiles {
         let tail = if self.tail_tiles { " tail" } else { "" };
         let reload = if self.reload_keys { " reload" } else { "" };
         let chained = if self.chained_dots { " chained" } else { "" };
-        let fold = if self.fused_fold { " fold" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -145,7 +129,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{fold}{fc}{fr}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -221,7 +205,6 @@ impl ReplayPlan {
             tail_tiles: false,
             reload_keys: false,
             chained_dots: false,
-            fused_fold: false,
         };
         ReplayPlan {
             window,
@@ -274,7 +257,6 @@ impl ConventionalPlan {
             tail_tiles: false,
             reload_keys: false,
             chained_dots: false,
-            fused_fold: false,
         };
         ConventionalPlan {
             decode: t,

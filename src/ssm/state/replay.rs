@@ -64,7 +64,7 @@ pub struct Mamba2ReplayState {
     pub accepted: DeviceBuffer<i32>,
     step_k: CompiledKernel<mamba2_replay_step::Kernel>,
     verify_k: Option<CompiledKernel<mamba2_verify::Kernel>>,
-    /// The verification's pre-flush (with `verify_k`, unless the verification folds itself).
+    /// The verification's pre-flush (with `verify_k`).
     fold_k: Option<CompiledKernel<mamba2_fold::Kernel>>,
     commit_k: CompiledKernel<mamba2_commit::Kernel>,
 }
@@ -97,10 +97,10 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles, CHAINED: tiles.chained_dots, FOLD: tiles.fused_fold, FC: tiles.flush_columns)
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles, CHAINED: tiles.chained_dots)
             })
             .transpose()?;
-        let fold_k = (t > 0 && !plan.verify.fused_fold)
+        let fold_k = (t > 0)
             .then(|| {
                 let tiles = plan.fold;
                 compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles, RELOAD_KEYS: tiles.reload_keys)
@@ -254,8 +254,7 @@ impl Mamba2ReplayState {
     /// Output-only verification of `n` drafts per row (`1 ≤ n ≤ T`), inputs token-major in
     /// `io`; outputs `[batch, n, heads, dv]`. The flags must have been set for `Verify(n)`.
     /// Follow it with [`Self::commit`]. Two launches: [`Self::verify_outputs`], then
-    /// [`Self::pre_flush`] (one where the plan's verification folds its flushing rows itself,
-    /// [`super::plan::Tiles::fused_fold`]).
+    /// [`Self::pre_flush`].
     pub fn verify(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
         self.verify_outputs(stream, io, n)?;
         self.pre_flush(stream)
@@ -283,7 +282,7 @@ impl Mamba2ReplayState {
 
     /// The second launch of [`Self::verify`]: the rows whose flags say so (`h + n > L`) fold
     /// their committed records into their checkpoints; the others return at once. Nothing
-    /// with `T = 0` or where the verification folds them itself.
+    /// with `T = 0`.
     pub fn pre_flush(&self, stream: &Stream) -> Result<()> {
         match &self.fold_k {
             Some(f) => {

@@ -22,8 +22,7 @@ mod windows;
 
 pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles};
 pub use space::{
-    replay_shortlist, with_chained_dots, with_flush_variants, with_fused_folds, with_head_blocks, Shortlist,
-    TILE_SHORTLIST,
+    replay_shortlist, with_chained_dots, with_flush_variants, with_head_blocks, Shortlist, TILE_SHORTLIST,
 };
 pub use windows::{
     accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_window, verify_run_cycles,
@@ -278,8 +277,7 @@ impl TuneJob<'_> {
             );
             verify.step = replay.step;
             verify.lp = lp;
-            // (The fold stage below decides whether the verification folds.)
-            let tiles = with_start(short.tiles, verify.verify.unfused(), lp);
+            let tiles = with_start(short.tiles, verify.verify, lp);
             let cycles = VerifyCycles {
                 shape,
                 params,
@@ -316,14 +314,6 @@ impl TuneJob<'_> {
             let c = cycles.tune_fold(tuner, verify, &tiles)?;
             verify.fold = c.tiles;
             note(&format!("fold tiles{tag}"), c.tiles.show(), c.source, tiles.len());
-            // The verification folding its flushing rows itself (no fold launch) or not, at
-            // every window: the fold's cost per cycle moves the best window.
-            let fused = with_fused_folds(verify.verify, shape.dk);
-            let c = cycles.tune_window(tuner, verify, &fused, cands_v)?;
-            verify.window = c.window;
-            verify.verify = c.tiles;
-            let (value, source, n) = joint_note(&c, l_star_v, cands_v, fused.len());
-            note(&format!("verify folds its flushes{tag}"), value, source, n);
         }
         Ok((replay, verify))
     }

@@ -116,34 +116,6 @@ pub fn with_chained_dots(chosen: Tiles, tiles: &[Tiles]) -> Vec<Tiles> {
     all
 }
 
-/// The verification's chosen tile `chosen` (its flushing rows folded by the fold kernel), then
-/// the same tile folding them itself (`FOLD`) with each number of key columns per block from 32
-/// up to all `dk` of them: a choice only whole cycles can make, since it moves the fold's
-/// work into the verification's launch.
-pub fn with_fused_folds(chosen: Tiles, dk: usize) -> Vec<Tiles> {
-    let unfused = chosen.unfused();
-    let mut all = vec![chosen];
-    let mut columns = vec![];
-    let mut fc = DEFAULT_FLUSH_COLUMNS.min(dk);
-    while fc <= dk {
-        columns.push(fc);
-        fc *= 2;
-    }
-    for flush_columns in columns {
-        let fused = Tiles {
-            fused_fold: true,
-            flush_columns,
-            ..chosen
-        };
-        for t in [unfused, fused] {
-            if !all.contains(&t) {
-                all.push(t);
-            }
-        }
-    }
-    all
-}
-
 /// The fold's shortlisted tiles for the cycle timing, then the first of them with every other
 /// number of heads per program (each once): how many programs an idle fold launch runs, which
 /// single launches of rows spread over a cycle rank otherwise than whole cycles do (H200, Nano
@@ -269,7 +241,6 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         tail_tiles: get("TAIL", 0) != 0,
         reload_keys: get("RELOAD_KEYS", 0) != 0,
         chained_dots: get("CHAINED", 0) != 0,
-        fused_fold: get("FOLD", 0) != 0,
     }
 }
 
@@ -344,28 +315,6 @@ mod tests {
         };
         assert_eq!(with_chained_dots(b, &[a, b]), vec![b, a, on(a), on(b)]);
         assert_eq!(with_chained_dots(on(a), &[a, on(a)]), vec![on(a), a]);
-    }
-
-    /// The chosen verification tile first, then it without `FOLD` and with it at 32, 64 and
-    /// 128 key columns per block (each once; at `dk` 32 only 32).
-    #[test]
-    fn the_fold_stage_times_the_chosen_tile_fused_and_not() {
-        let plan = ReplayPlan::default_for(&NEMOTRON3_SUPER_120B, 56, 8).verify;
-        let fused = |fc| Tiles {
-            fused_fold: true,
-            flush_columns: fc,
-            ..plan
-        };
-        assert_eq!(
-            with_fused_folds(plan, 128),
-            vec![plan, fused(32), fused(64), fused(128)]
-        );
-        assert_eq!(
-            with_fused_folds(fused(64), 128),
-            vec![fused(64), plan, fused(32), fused(128)]
-        );
-        assert_eq!(fused(64).unfused(), plan);
-        assert_eq!(with_fused_folds(plan, 32), vec![plan, fused(32)]);
     }
 
     /// Latency-bound batches time each shortlisted tile also with one whole flush block, once;

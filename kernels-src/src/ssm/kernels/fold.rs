@@ -15,62 +15,6 @@ const CHAINED: DotPrecision = DotPrecision::Tf32x3Chained;
 /// column), `A`, and its records' `dt'` and `x`.
 type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 
-/// A head's fold factors from `A · log2 e` and its records' `dt'` `[nr]` (0 on the rows that are
-/// not committed records; committed ones newest first) and `x` `[nr, BV]`: the weighted values
-/// `(w ⊙ x)ᵀ` `[BV, nr]` with `w_j = γ_{j+1:h-1} dt'_j`, and the checkpoint's decay `γ_{0:h-1}`.
-pub(super) fn fold_factors(a_log2: Tile<f32>, dt_c: Tile<f32>, x_rec: Tile<bf16>) -> (Tile<f32>, Tile<f32>) {
-    let w = exp2(a_log2 * cumsum_exclusive(dt_c, 0)) * dt_c;
-    let gam = exp2(a_log2 * sum(dt_c, 0));
-    ((x_rec.cast::<f32>() * w.expand_dims(1)).trans(), gam)
-}
-
-/// A head's checkpoint rows as a fold writes them: the slot's checkpoint and, with two
-/// precisions, its f16 copy; the rows' element offsets `[rows, 1]` and which rows exist.
-#[derive(Clone, Copy)]
-pub(super) struct FoldRows {
-    /// The slot's f32 checkpoint.
-    pub ckpt: Tile<Ptr<f32>>,
-    /// The slot's f16 copy, written too (two state precisions).
-    pub lp: Option<Tile<Ptr<f16>>>,
-    /// Element offsets of the rows' first columns `[rows, 1]`.
-    pub offs: Tile<i32>,
-    /// Which rows exist `[rows, 1]`.
-    pub mask: Tile<bool>,
-}
-
-impl FoldRows {
-    /// Writes the folded elements at element offsets `offs` (the rows' plus their columns).
-    fn write(self, offs: Tile<i32>, s_new: Tile<f32>) {
-        store(self.ckpt + offs, s_new, self.mask);
-        if let Some(lp) = self.lp {
-            store(lp + offs, s_new.cast::<f16>(), self.mask);
-        }
-    }
-}
-
-/// Folds one head's records into its checkpoint rows, `fc` of the `dk` key columns at a time:
-/// `S ← γ S + wx K` (one `dot_acc` over all record rows per block) with `(wx, γ)` from
-/// [`fold_factors`] and the keys `[nr, len kc]` of columns `kc` from `keys_of`.
-#[kernel_fn]
-pub(super) fn fold_columns(
-    rows: FoldRows,
-    (wx, gam): (Tile<f32>, Tile<f32>),
-    keys_of: &dyn Fn(Tile<i32>) -> Tile<bf16>,
-    dk: usize,
-    fc: usize,
-) {
-    let cols = arange(fc);
-    for c in range(0, dk / fc) {
-        let kc = c * fc + cols;
-        let offs = rows.offs + kc.expand_dims(0);
-        let keys = keys_of(kc).cast::<f32>();
-        rows.write(
-            offs,
-            dot_acc_in(wx, keys, gam * load(rows.ckpt + offs, rows.mask), CHAINED),
-        );
-    }
-}
-
 /// Folds, for every row whose flush flag is set (`h + n > L` before a verification of `n`
 /// drafts), its `h` committed records into its checkpoint, written once:
 /// `S_ckpt ← γ_{0:h-1} S_ckpt + Σ_j w_j x_j k_jᵀ` with `w_j = γ_{j+1:h-1} dt'_j`. Rows without
@@ -173,6 +117,13 @@ pub fn mamba2_fold(
             let fold_rows = |bv: usize| {
                 let (v, vmask) = value_rows(DV, BV, bv, TAIL);
                 let vm = vmask.expand_dims(1);
+                // Both checkpoints of the elements at `offs` (element offsets from the slot's).
+                let write = |offs: Tile<i32>, s_new: Tile<f32>| {
+                    store(state + offs, s_new, vm);
+                    if LP {
+                        store(ring.ckpt_lp + offs, s_new.cast::<f16>(), vm);
+                    }
+                };
                 // A head's loads (none where `m` is false): its checkpoint rows (with one block
                 // of all key columns), `A`, and its records' `dt'` and `x`.
                 let loads = |head: Tile<i32>, m: Tile<bool>| {
@@ -188,22 +139,29 @@ pub fn mamba2_fold(
                 };
                 // One head's fold, from its loads.
                 let fold_head = |head: Tile<i32>, (s_all, a_h, dt_c, x_rec): HeadTiles| {
-                    let rows = FoldRows {
-                        ckpt: state,
-                        lp: LP.then_some(ring.ckpt_lp),
-                        offs: ((head * DV + v) * DK).expand_dims(1),
-                        mask: vm,
-                    };
-                    let (wx, gam) = fold_factors(a_h * std::f32::consts::LOG2_E, dt_c, x_rec);
+                    let soff = ((head * DV + v) * DK).expand_dims(1);
+                    let a_h = a_h * std::f32::consts::LOG2_E;
+                    let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
+                    let gam = exp2(a_h * sum(dt_c, 0));
+                    let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
                     match s_all {
                         Some(s_h) => {
                             let keys = all_keys.unwrap_or_else(|| keys_of(cols));
-                            rows.write(
-                                rows.offs + cols.expand_dims(0),
+                            write(
+                                soff + cols.expand_dims(0),
                                 dot_acc_in(wx, keys.cast::<f32>(), gam * s_h, CHAINED),
                             );
                         }
-                        _ => fold_columns(rows, (wx, gam), &keys_of, DK, fc),
+                        _ => {
+                            for c in range(0, DK / fc) {
+                                let kc = c * fc + cols;
+                                let offs = soff + kc.expand_dims(0);
+                                write(
+                                    offs,
+                                    dot_acc_in(wx, keys_of(kc).cast::<f32>(), gam * load(state + offs, vm), CHAINED),
+                                );
+                            }
+                        }
                     }
                 };
                 if PREFETCH {

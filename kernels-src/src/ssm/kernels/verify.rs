@@ -1,6 +1,5 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
-use super::fold::{fold_columns, fold_factors, FoldRows};
 use super::head_loop::{head_loop, HeadLoads, HeadRows};
 use super::value_blocks::{by_value_block, last_tile_rows, value_rows};
 use super::{record_rows, slot_buffers};
@@ -140,12 +139,8 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 /// outputs) instead of adding each k-step's products apart: fewer instructions, a different
 /// schedule (H200, `bench/NOTES.md` session 27: Nano's two-precision tile 0.997 → 0.959 steps).
 ///
-/// The pre-flush of the committed records, when the row's flag says so (`h + n > L`), is
-/// [`super::fold::mamba2_fold`], launched after this kernel; with `FOLD` (a tuning axis) this
-/// kernel does it instead, head by head after the head's outputs, `FC` key columns at a time
-/// (the head's records' `x` and the group's keys loaded again, from L2, and its checkpoint
-/// rows from the f32 checkpoint): the flushing rows' checkpoints are read once per cycle, not
-/// twice, and no launch is spent on the cycles that do not flush.
+/// The checkpoint is only read: the pre-flush of the committed records, when the row's flag
+/// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel.
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it), so `h + n ≤ L + T` records fit the tile.
 #[kernel]
@@ -185,13 +180,10 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] TIERS: bool,
     #[constexpr(default = false)] TAIL: bool,
     #[constexpr(default = false)] CHAINED: bool,
-    #[constexpr(default = false)] FOLD: bool,
-    #[constexpr(default = 32)] FC: usize,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1 && T >= 1 && T <= L, "1 ≤ T ≤ L");
-    static_assert(FC.is_power_of_two(), "FC must be a power of two");
     let dots = match CHAINED {
         true => DotPrecision::Tf32x3Chained,
         false => DotPrecision::Tf32x3,
@@ -212,8 +204,6 @@ pub fn mamba2_verify(
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
-        // With FOLD, whether this row folds its committed records (its flush flag).
-        let flush = FOLD.then(|| load(mrow + 2, true) != 0);
         // The two-stage buffers of ASYNC's checkpoint rows, declared once for both tiers.
         let last = last_tile_rows(DV, BV, TAIL);
         let stages_f32 = AsyncStages::<f32>::declare(ASYNC && !LP, BV, last, DK);
@@ -274,28 +264,6 @@ pub fn mamba2_verify(
             let soff_of = |head: Tile<i32>| ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
             let sptr_of = |head: Tile<i32>| state + soff_of(head);
             let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
-            // FOLD: one head's committed records folded into its f32 checkpoint rows (and the f16
-            // copy with LP), after its outputs; its loads again, from L2 (nothing held for them
-            // through the head's products).
-            let fold_head = |head: Tile<i32>| {
-                let x_rec = load(
-                    ring_x + xoff_t(head, pos),
-                    committed.expand_dims(1) & vmask.expand_dims(0),
-                );
-                let dt_h = load(ring_dt + pos * HEADS + head, committed);
-                let a_h = load(a + head, true) * std::f32::consts::LOG2_E;
-                let rows = FoldRows {
-                    ckpt: state,
-                    lp: LP.then_some(ring.ckpt_lp),
-                    offs: ((head * DV + v) * DK).expand_dims(1),
-                    mask: vm,
-                };
-                let keys_of = |kc: Tile<i32>| {
-                    let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
-                    load(kptr, committed.expand_dims(1))
-                };
-                fold_columns(rows, fold_factors(a_h, dt_h, x_rec), &keys_of, DK, DK.min(FC));
-            };
             // A head's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
             // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z only
             // with HAS_Z); `head_loop` issues them before the head's products (the drafts' a
@@ -406,11 +374,6 @@ pub fn mamba2_verify(
                 store(out + xo, y.cast::<bf16>(), omask);
                 // Append the drafts' x at ring positions start + h + s.
                 store(ring_x + xoff(head, pos_d), x_s, omask);
-                if let Some(flush) = flush {
-                    if flush {
-                        fold_head(head);
-                    }
-                }
             };
             if LP {
                 let rows = HeadRows {
