@@ -170,6 +170,66 @@ fn async_copies_lower_to_cp_async_into_stages() {
     }
 }
 
+/// `out[row] = Σ x + Σ y` over `n` tiles `[16, 128]` of each, both double-buffered: the two
+/// copies of a step issued one after the other.
+fn two_double_buffers(warps: u32) -> Kernel {
+    let params = vec![
+        ptr("x", Elem::F32),
+        ptr("y", Elem::F32),
+        ptr("out", Elem::F32),
+        int("n", 1),
+    ];
+    trace("two_double_buffers", params, vec![], warps, |a| {
+        let (x, y) = (Tile::<Ptr<f32>>::from_value(a[0]), Tile::<Ptr<f32>>::from_value(a[1]));
+        let o = Tile::<Ptr<f32>>::from_value(a[2]);
+        let n = Tile::<i32>::from_value(a[3]);
+        let local = (arange(16) * 128).expand_dims(1) + arange(128).expand_dims(0);
+        let (bx, by) = (shared::<f32>(2, &[16, 128]), shared::<f32>(2, &[16, 128]));
+        bx.copy_async(0, x + local, true);
+        by.copy_async(0, y + local, true);
+        let acc = for_range(range(0, n), zeros::<f32>([16]), |i, acc| {
+            let next = (i + 1).compare(CmpOp::Lt, n);
+            bx.copy_async((i + 1) % 2, x + (i + 1) * 2048 + local, next);
+            by.copy_async((i + 1) % 2, y + (i + 1) * 2048 + local, next);
+            wait_async(2);
+            acc + sum(bx.read(i % 2), 1) + sum(by.read(i % 2), 1)
+        });
+        store(o + arange(16), acc, true);
+    })
+    .unwrap()
+}
+
+/// A copy waits at a barrier for every thread's earlier shared accesses, except right after
+/// another copy: consecutive copies (straight-line code, no shared access between them) share
+/// the first one's barrier, while a copy after a label (the loop's top) or a shared read keeps
+/// its own.
+#[test]
+fn consecutive_copies_share_one_barrier() {
+    for warps in [1, 4] {
+        let ptx = &check(&two_double_buffers(warps))[0].ptx;
+        let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
+        let commits: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i] == "cp.async.commit_group;")
+            .collect();
+        assert_eq!(commits.len(), 4, "{ptx}");
+        // Each copy's first instruction after the previous copy's commit (or the kernel's
+        // top): a barrier between them or not.
+        let barrier_before = |from: usize, to: usize| lines[from..to].iter().any(|l| *l == "bar.sync 0;");
+        let first_copy = |after: usize| {
+            (after..lines.len())
+                .find(|&i| lines[i].contains("cp.async.cg"))
+                .unwrap()
+        };
+        assert!(barrier_before(0, first_copy(0)), "the first copy's barrier\n{ptx}");
+        assert!(!barrier_before(commits[0], first_copy(commits[0])), "{ptx}");
+        assert!(
+            barrier_before(commits[1], first_copy(commits[1])),
+            "the loop's first copy\n{ptx}"
+        );
+        assert!(!barrier_before(commits[2], first_copy(commits[2])), "{ptx}");
+    }
+}
+
 /// Sums rows of `x` through a two-stage shared buffer of `[16, 128]` in program 0, and through
 /// a buffer of `[2, overlay_rows, 128]` in the other programs: overlaying the first when
 /// `overlaid`, a region of its own otherwise.

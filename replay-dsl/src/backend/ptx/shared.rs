@@ -184,8 +184,12 @@ impl Emitter<'_> {
         let s = mem_bytes(dtype);
         let v = self.access_width(l, ptr, mask, s);
         let layout = self.asg.layout(l).clone();
-        // No thread may still be reading what this copy overwrites.
-        emit!(self, "bar.sync 0");
+        // No thread may still be reading what this copy overwrites: a barrier, unless the code
+        // since the last one is straight-line and touches no shared memory but with copies
+        // (consecutive copies share one barrier).
+        if !self.no_shared_access_since_barrier() {
+            emit!(self, "bar.sync 0");
+        }
         let addr = self.buffer_addr(buffer, stage, l)?;
         let guard = owner.map(|p| format!("@{p} ")).unwrap_or_default();
         let bytes = v * s;
@@ -214,6 +218,24 @@ impl Emitter<'_> {
         }
         emit!(self, "cp.async.commit_group");
         Ok(())
+    }
+
+    /// Whether the body since its last `bar.sync` is straight-line (no label: no other path
+    /// joins it) and touches shared memory only with `cp.async` copies, so that every thread
+    /// has finished its earlier shared accesses when it reaches the end of the body.
+    fn no_shared_access_since_barrier(&self) -> bool {
+        let Some(at) = self.body.rfind("\tbar.sync 0;\n") else {
+            return false;
+        };
+        self.body[at..].lines().skip(1).all(|line| {
+            let ins = line.trim_start();
+            // Past a guard (`@%p cp.async…`).
+            let ins = match ins.strip_prefix('@') {
+                Some(guarded) => guarded.split_once(' ').map_or(guarded, |(_, rest)| rest),
+                None => ins,
+            };
+            !ins.ends_with(':') && (ins.starts_with("cp.async") || !ins.contains(".shared"))
+        })
     }
 
     /// One element copied by a load and a store (too narrow for `cp.async`); 0 where masked.
