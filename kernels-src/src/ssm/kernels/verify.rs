@@ -1,6 +1,6 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
-use super::head_loop::{head_loop, CopiedInputs, HeadLoads, HeadRows};
+use super::head_loop::{head_loop, HeadLoads, HeadRows};
 use super::value_blocks::{by_value_block, last_tile_rows, value_rows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
@@ -9,9 +9,8 @@ use replay_dsl::prelude::*;
 /// (extra columns masked), the `N` of a tensor-core tile.
 pub const MIN_DRAFT_COLUMNS: usize = 8;
 
-/// Key columns per block of the verification's `Kᵀ Q` (computed once per program, its staging
-/// the largest use of the program's shared scratch: in blocks, `ASYNC`'s buffers fit beside it
-/// at 4 programs per SM at Nano's tile).
+/// Key columns per block of the verification's `Kᵀ Q` (computed once per program; its operands'
+/// staging, a block at a time, was the largest use of the program's shared scratch).
 pub const KQ_COLUMNS: usize = 64;
 
 /// Draft columns `tq` of the verification's products for up to `t` drafts: `t` rounded up to a
@@ -48,10 +47,9 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
     sum(select(m, t, 0.0), 0)
 }
 
-/// `ASYNC`'s two-stage shared buffers of one of a head's tiles over its value rows (checkpoint
-/// rows `[rows, DK]`, the drafts' inputs `[tq, rows]`): one of `BV` rows, and one of the last
-/// value block's tail tile where that is smaller, in the same bytes (a program uses one of
-/// them).
+/// `ASYNC`'s two-stage shared buffers of checkpoint rows `[rows, DK]`: one of `BV` rows, and
+/// one of the last value block's tail tile where that is smaller, in the same bytes (a program
+/// uses one of them).
 #[derive(Clone, Copy)]
 struct AsyncStages<T: Scalar> {
     full: Option<Shared<T>>,
@@ -59,13 +57,12 @@ struct AsyncStages<T: Scalar> {
 }
 
 impl<T: Scalar> AsyncStages<T> {
-    /// The buffers (none unless `on`) of tiles `shape(rows)` for value blocks of `bv` rows, the
-    /// last one's tile `tail`.
-    fn declare(on: bool, bv: usize, tail: usize, shape: impl Fn(usize) -> Vec<usize>) -> Self {
-        let full = on.then(|| shared::<T>(2, &shape(bv)));
+    /// The buffers (none unless `on`) for value blocks of `bv` rows, the last one's tile `tail`.
+    fn declare(on: bool, bv: usize, tail: usize, dk: usize) -> Self {
+        let full = on.then(|| shared::<T>(2, &[bv, dk]));
         AsyncStages {
             full,
-            tail: full.filter(|_| tail < bv).map(|f| f.overlay(2, &shape(tail))),
+            tail: full.filter(|_| tail < bv).map(|f| f.overlay(2, &[tail, dk])),
         }
     }
 
@@ -132,9 +129,7 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 /// they are in flight while this head's products run (two heads' tiles live: more registers);
 /// with `ASYNC` (another, exclusive with it) the next head's checkpoint rows are copied into a
 /// two-stage shared buffer while this head computes, and read right before their product (no
-/// registers held for them in the meantime), and its drafts' `x` and `z` likewise (`[tq, BV]`
-/// stages, read after the rows' wait: no scoreboard of ptxas's held for their loads, H200
-/// `bench/NOTES.md` session 30).
+/// registers held for them in the meantime), and its drafts' `x` and `z` loaded into registers.
 ///
 /// With `LP` (two state precisions) the checkpoint rows come from the f16 copy `ckpt_lp`.
 ///
@@ -215,13 +210,8 @@ pub fn mamba2_verify(
         let h = load(mrow + 1, true);
         // The two-stage buffers of ASYNC's checkpoint rows, declared once for both tiers.
         let last = last_tile_rows(DV, BV, TAIL);
-        let rows_shape = |rows: usize| vec![rows, DK];
-        let stages_f32 = AsyncStages::<f32>::declare(ASYNC && !LP, BV, last, rows_shape);
-        let stages_f16 = AsyncStages::<f16>::declare(ASYNC && LP, BV, last, rows_shape);
-        // ASYNC's buffers of the drafts' x and z [tq, rows] (value rows contiguous).
-        let drafts_shape = |rows: usize| vec![draft_columns(T), rows];
-        let stages_x = AsyncStages::<bf16>::declare(ASYNC, BV, last, drafts_shape);
-        let stages_z = AsyncStages::<bf16>::declare(ASYNC && HAS_Z, BV, last, drafts_shape);
+        let stages_f32 = AsyncStages::<f32>::declare(ASYNC && !LP, BV, last, DK);
+        let stages_f16 = AsyncStages::<f16>::declare(ASYNC && LP, BV, last, DK);
         // The verification over `nr` record rows (the drafts' and the committed ones) and `bv`
         // value rows (`BV`, or the last value block's tail tile).
         let verify_rows = |nr: usize, bv: usize| {
@@ -293,8 +283,8 @@ pub fn mamba2_verify(
             let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
             // A head's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
             // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z only
-            // with HAS_Z); `head_loop` issues them before the head's products (with ASYNC the
-            // drafts' are copied a head ahead instead, below).
+            // with HAS_Z); `head_loop` issues them before the head's products (the drafts' a
+            // head ahead with ASYNC).
             let records_x = |head: Tile<i32>, m: Tile<bool>| {
                 let vmr = vmask.expand_dims(0) & m;
                 let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
@@ -306,31 +296,9 @@ pub fn mamba2_verify(
                 let z_s = HAS_Z.then(|| load(z + xo, vm & m));
                 (x_s, z_s)
             };
-            // With ASYNC, the drafts' x and z copied into [tq, BV] stages (value rows contiguous:
-            // 16-byte copies) and read back transposed.
-            let (buf_x, buf_z) = (stages_x.of(bv, BV), stages_z.of(bv, BV));
-            let copy_drafts = |head: Tile<i32>, stage: Tile<i32>, m: Tile<bool>| {
-                let xo = xoff_t(head, tok_s);
-                let cm = vmask.expand_dims(0) & m;
-                if let Some(b) = buf_x {
-                    b.copy_async(stage, x + xo, cm);
-                }
-                if let Some(b) = buf_z {
-                    b.copy_async(stage, z + xo, cm);
-                }
-            };
-            let read_drafts = |stage: Tile<i32>| {
-                let x_s = buf_x.expect("ASYNC's drafts buffer").read(stage).trans();
-                (x_s, buf_z.map(|b| b.read(stage).trans()))
-            };
             let loads = || HeadLoads {
                 own: &records_x,
                 ahead: &drafts_xz,
-                copied: ASYNC.then_some(CopiedInputs {
-                    copy: &copy_drafts,
-                    groups: 1 + HAS_Z as usize,
-                    read: &read_drafts,
-                }),
             };
             // The per-head vectors of all HB heads at once, before the head loop, with the head
             // axis first (HB rounded up to a power of two, the extra lanes masked off).
@@ -402,7 +370,7 @@ pub fn mamba2_verify(
             let per_head = |hc: Tile<i32>,
                             sq: &dyn Fn() -> Tile<f32>,
                             x_rec: Tile<bf16>,
-                            drafts: &dyn Fn() -> (Tile<bf16>, Option<Tile<bf16>>)| {
+                            (x_s, z_s): (Tile<bf16>, Option<Tile<bf16>>)| {
                 let head = head0 + hc;
                 let lane = hh == hc;
                 let wt_h = match wt {
@@ -417,9 +385,7 @@ pub fn mamba2_verify(
 
                 // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
                 let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
-                let y_ckpt = gam_h.expand_dims(0) * sq();
-                let (x_s, z_s) = drafts(); // after the checkpoint rows' wait
-                let y = y_ckpt + dot_in(x_rec.trans(), wkq, dots) + d_h * x_s.cast::<f32>();
+                let y = gam_h.expand_dims(0) * sq() + dot_in(x_rec.trans(), wkq, dots) + d_h * x_s.cast::<f32>();
                 let y = gated(y, z_s);
                 let omask = vm & live.expand_dims(0);
                 store(out + xo, y.cast::<bf16>(), omask);
