@@ -9,10 +9,6 @@ use replay_dsl::prelude::*;
 /// (extra columns masked), the `N` of a tensor-core tile.
 pub const MIN_DRAFT_COLUMNS: usize = 8;
 
-/// Key columns per block of the verification's `Kᵀ Q` (computed once per program; its operands'
-/// staging, a block at a time, was the largest use of the program's shared scratch).
-pub const KQ_COLUMNS: usize = 64;
-
 /// Draft columns `tq` of the verification's products for up to `t` drafts: `t` rounded up to a
 /// power of two, at least [`MIN_DRAFT_COLUMNS`].
 pub const fn draft_columns(t: usize) -> usize {
@@ -234,30 +230,17 @@ pub fn mamba2_verify(
             let pos_d = wrap(start + h + s);
             let kk = arange(DK);
 
-            // The group's keys of rows `r` and key columns `c` in a [tokens, GROUPS, DK] buffer,
-            // [len r, len c].
-            let krow = |base: Tile<Ptr<bf16>>, r: Tile<i32>, c: Tile<i32>| {
-                base + (r * GROUPS + g).expand_dims(1) * DK + c.expand_dims(0)
-            };
-            // The group's queries Qᵀ [len c, tq] and the records' keys [nr, len c] of key columns c.
-            let queries = |c: Tile<i32>| {
-                load(
-                    cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + c.expand_dims(1),
-                    true,
-                )
-            };
-            let keys_of = |c: Tile<i32>| {
-                let k_draft = load(krow(bmat, tok0 + i, c), draft_row.expand_dims(1));
-                load_or(krow(ring_b, pos, c), committed.expand_dims(1), k_draft)
-            };
-            // Kᵀ Q [nr, tq] (bf16 products are exact in f32), KQ_COLUMNS key columns at a time.
-            let kb = DK.min(KQ_COLUMNS);
-            let kq_block = |acc: Tile<f32>, b: usize| {
-                let c = arange(kb) + (b * kb) as i32;
-                dot_acc_in(keys_of(c), queries(c), acc, dots)
-            };
-            let kq = (0..DK / kb).fold(zeros::<f32>([nr, tq]), kq_block);
-            let q_bf = queries(kk);
+            // The group's keys of rows `r` in a [tokens, GROUPS, DK] buffer, [len r, DK].
+            let krow =
+                |base: Tile<Ptr<bf16>>, r: Tile<i32>| base + (r * GROUPS + g).expand_dims(1) * DK + kk.expand_dims(0);
+            // The group's queries Qᵀ [DK, tq], keys of the records [nr, DK] and Kᵀ Q [nr, tq].
+            let q_bf = load(
+                cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + kk.expand_dims(1),
+                true,
+            );
+            let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
+            let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
+            let kq = dot_in(keys, q_bf, dots); // bf16 products are exact in f32
             let q_t = q_bf.cast::<f32>();
             let q_lp = q_t.cast::<f16>();
 
@@ -357,7 +340,7 @@ pub fn mamba2_verify(
             // before the head loop (nothing held through it for them; this launch reads the drafts'
             // keys from `bmat`, never from those positions).
             let bmask = (live & first & (head0 % hpg == 0)).expand_dims(1);
-            store(krow(ring_b, pos_d, kk), load(krow(bmat, tok0 + s, kk), bmask), bmask);
+            store(krow(ring_b, pos_d), load(krow(bmat, tok0 + s), bmask), bmask);
             // The drafts' dt' appended at ring positions start + h + s (by the programs with vb = 0).
             store(
                 ring_dt + heads.expand_dims(1) + (pos_d * HEADS).expand_dims(0),
