@@ -281,7 +281,7 @@ impl CounterModel {
 fn replay_decode(shape: ModelShape, l: usize, gated: bool, seed: u64) {
     let (_d, s) = device();
     let p = random_params(&mut Rng(seed), shape);
-    let plan = ReplayPlan::default_for(&shape, l, 0);
+    let plan = ReplayPlan::default_for(&shape, BATCH, l, 0);
     let mut st = Mamba2ReplayState::new(&s, shape, &p, BATCH, SLOTS, gated, plan).unwrap();
     let mut model = CounterModel::new(&st, &s, SLOTS);
     let (mut step, mut live_before) = (0, Vec::new());
@@ -346,7 +346,8 @@ fn speculative(
     let (_d, s) = device();
     let mut rng = Rng(seed);
     let p = random_params(&mut rng, shape);
-    let default = ReplayPlan::default_for(&shape, l, t_max);
+    // The default tiles of a large batch: several heads per program.
+    let default = ReplayPlan::default_for(&shape, 256, l, t_max);
     let plan = ReplayPlan {
         lp,
         verify: Tiles {
@@ -559,7 +560,7 @@ fn speculative_model_shapes() {
 fn replay_graphs_hold_an_even_number_of_steps() {
     let (_d, s) = interp();
     let p = random_params(&mut Rng(31), CPU_TEST);
-    let plan = ReplayPlan::default_for(&CPU_TEST, 4, 0);
+    let plan = ReplayPlan::default_for(&CPU_TEST, 2, 4, 0);
     let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, 2, 3, true, plan).unwrap();
     st.fill(&s, Next::Decode).unwrap();
     let io = StepIo::new(&s, CPU_TEST, 2, 1, true).unwrap();
@@ -883,7 +884,7 @@ fn replay_graph_replays_match_host_steps_gpu() {
     let (shape, l, batch, slots) = (CPU_TEST, 5, 3, 5);
     let mut rng = Rng(41);
     let p = random_params(&mut rng, shape);
-    let plan = ReplayPlan::default_for(&shape, l, 0);
+    let plan = ReplayPlan::default_for(&shape, batch, l, 0);
     let inits: Vec<Vec<f32>> = (0..3).map(|_| initial_state(&mut rng, shape)).collect();
     let mut states = Vec::new();
     let mut ios = Vec::new();
@@ -956,7 +957,7 @@ fn verification_runs_hold_the_same_number_of_folds() {
     let (_d, s) = interp();
     let (window, drafts, accepted, batch) = (8, 4, 1, 2);
     let p = random_params(&mut Rng(61), CPU_TEST);
-    let plan = ReplayPlan::default_for(&CPU_TEST, window, drafts);
+    let plan = ReplayPlan::default_for(&CPU_TEST, batch, window, drafts);
     let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, batch, batch + 1, true, plan).unwrap();
     st.fill(&s, Next::Verify(drafts)).unwrap();
     st.accepted.copy_from_host(&s, &vec![accepted as i32; batch]).unwrap();

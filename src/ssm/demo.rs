@@ -65,7 +65,7 @@ pub fn interpreter_check(
     let shape = CPU_TEST;
     let (batch, slots) = (3, 5);
     let params = bench::bench_params(&shape);
-    let plan = ReplayPlan::default_for(&shape, window, 0);
+    let plan = ReplayPlan::default_for(&shape, batch, window, 0);
     let mut state = Mamba2ReplayState::new(stream, shape, &params, batch, slots, true, plan)?;
     let mut io = StepIo::new(stream, shape, batch, 1, true)?;
     let mut truth = SlotStates::zeros(shape, slots);

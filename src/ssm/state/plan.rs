@@ -181,14 +181,20 @@ impl ReplayPlan {
     /// batch 256 (`bench/NOTES.md`, v14 and v15): 4 warps; for the step `BV` the largest power of two
     /// up to 64 dividing the state rows of a group (its flat row tiling), no occupancy hint; for
     /// the verification `BV = min(32, dv)` rounded to a power of two, `HB` the largest divisor
-    /// of the heads per group up to 16, each head's weights in its iteration, and 4 programs
-    /// per SM (128 registers); for the fold the same `BV`, `HB` the largest divisor up to 4
-    /// (its launches are idle for most verifications: fewer programs) and all key columns at
-    /// once.
-    pub fn default_for(shape: &ModelShape, window: usize, max_drafts: usize) -> ReplayPlan {
+    /// of the heads per group up to 16 that still gives `batch` rows [`HEAD_BLOCK_PROGRAMS`]
+    /// programs (else 1), each head's weights in its iteration, and 4 programs per SM (128
+    /// registers); for the fold the same `BV`, `HB` likewise up to 4 (its launches are idle
+    /// for most verifications: fewer programs) and all key columns at once.
+    pub fn default_for(shape: &ModelShape, batch: usize, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
-        let hb_up_to = |most: usize| (1..=most).rev().find(|h| hpg.is_multiple_of(*h)).unwrap_or(1);
         let head_bv = 32usize.min(shape.dv.next_power_of_two());
+        let programs = |hb: usize| shape.dv.div_ceil(head_bv) * (shape.heads / hb) * batch;
+        let hb_up_to = |most: usize| {
+            (1..=most)
+                .rev()
+                .find(|&h| hpg.is_multiple_of(h) && programs(h) >= HEAD_BLOCK_PROGRAMS)
+                .unwrap_or(1)
+        };
         let step_bv = group_row_tile(shape, 64);
         let tiles = |bv, hb| Tiles {
             bv,
@@ -224,6 +230,12 @@ impl ReplayPlan {
         }
     }
 }
+
+/// Programs a launch of the verification or its fold should have at least by default (two per
+/// SM of a 132-SM GPU): heads per program shrink at small batches (H200, `bench/NOTES.md`
+/// session 30: Nano B = 1, T = 8, one head per program instead of 12 and 4, a cycle 0.024 →
+/// 0.009 ms; Super 0.030 → 0.008).
+pub const HEAD_BLOCK_PROGRAMS: usize = 264;
 
 /// How a [`super::Mamba2ConventionalState`] runs: tiles of the decode kernel and of the
 /// snapshot-per-draft verification baseline, and the most drafts per verification.
@@ -263,5 +275,30 @@ impl ConventionalPlan {
             spec: t,
             max_drafts,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use replay_kernels::ssm::shapes::{NEMOTRON3_NANO_4B, NEMOTRON3_SUPER_120B};
+
+    /// The default heads per program of the verification and its fold: as many as the group
+    /// holds (up to 16 and 4) at large batches, one per program where fewer programs would run
+    /// than [`HEAD_BLOCK_PROGRAMS`] (Nano: 3 value blocks × 96 heads at batch 1).
+    #[test]
+    fn default_head_blocks_follow_the_batch() {
+        let hb = |shape: &ModelShape, batch| {
+            let p = ReplayPlan::default_for(shape, batch, 56, 8);
+            (p.verify.hb, p.fold.hb)
+        };
+        assert_eq!(hb(&NEMOTRON3_NANO_4B, 1), (1, 1));
+        assert_eq!(hb(&NEMOTRON3_NANO_4B, 4), (4, 4));
+        assert_eq!(hb(&NEMOTRON3_NANO_4B, 16), (12, 4));
+        assert_eq!(hb(&NEMOTRON3_NANO_4B, 256), (12, 4));
+        assert_eq!(hb(&NEMOTRON3_SUPER_120B, 1), (1, 1));
+        assert_eq!(hb(&NEMOTRON3_SUPER_120B, 2), (1, 1));
+        assert_eq!(hb(&NEMOTRON3_SUPER_120B, 16), (8, 4));
+        assert_eq!(hb(&NEMOTRON3_SUPER_120B, 256), (16, 4));
     }
 }

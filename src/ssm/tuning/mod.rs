@@ -139,8 +139,8 @@ pub fn plans(
     let (l_star, cands) = window_candidates(shape, 0, 1.0);
     let (l_star_v, cands_v) = window_candidates(shape, verify_drafts, (0.75 * verify_drafts as f64).max(1.0));
     let mut conventional = ConventionalPlan::default_for(&shape, verify_drafts);
-    let replay = ReplayPlan::default_for(&shape, cands[0], 0);
-    let verify = ReplayPlan::default_for(&shape, cands_v[0], verify_drafts);
+    let replay = ReplayPlan::default_for(&shape, batch, cands[0], 0);
+    let verify = ReplayPlan::default_for(&shape, batch, cands_v[0], verify_drafts);
     let mut choices = Vec::new();
     // Each choice's time: since the previous one (the stages run one after the other).
     let mut since = std::time::Instant::now();

@@ -307,7 +307,7 @@ mod tests {
     /// and not, each once.
     #[test]
     fn the_chained_stage_times_every_tile_both_ways() {
-        let plan = ReplayPlan::default_for(&NEMOTRON3_SUPER_120B, 56, 8).verify;
+        let plan = ReplayPlan::default_for(&NEMOTRON3_SUPER_120B, 256, 56, 8).verify;
         let (a, b) = (plan, Tiles { hb: 8, ..plan });
         let on = |t: Tiles| Tiles {
             chained_dots: true,
@@ -322,7 +322,7 @@ mod tests {
     #[test]
     fn windows_time_the_flush_variants_of_the_shortlist() {
         let shape = NEMOTRON3_SUPER_120B;
-        let plan = ReplayPlan::default_for(&shape, 16, 0).step;
+        let plan = ReplayPlan::default_for(&shape, 256, 16, 0).step;
         let a = Tiles {
             bv: 64,
             flush_rows: 8,
@@ -358,7 +358,7 @@ mod tests {
     #[test]
     fn fold_cycles_time_every_head_block_of_the_first_tile() {
         let shape = NEMOTRON3_SUPER_120B;
-        let fold = ReplayPlan::default_for(&shape, 56, 8).fold;
+        let fold = ReplayPlan::default_for(&shape, 256, 56, 8).fold;
         let a = Tiles { bv: 32, hb: 4, ..fold };
         let b = Tiles { bv: 64, hb: 2, ..fold };
         let got = with_head_blocks(&[a, b], &shape);

@@ -606,7 +606,7 @@ mod tests {
     /// them are the tiles (each option on, and each off), with the window.
     #[test]
     fn window_candidates_round_trip_their_tiles() {
-        let plan = crate::ssm::state::ReplayPlan::default_for(&NEMOTRON3_SUPER_120B, 56, 8);
+        let plan = crate::ssm::state::ReplayPlan::default_for(&NEMOTRON3_SUPER_120B, 256, 56, 8);
         let on = Tiles {
             bv: 64,
             hb: 8,
