@@ -214,7 +214,7 @@ fn consecutive_copies_share_one_barrier() {
         assert_eq!(commits.len(), 4, "{ptx}");
         // Each copy's first instruction after the previous copy's commit (or the kernel's
         // top): a barrier between them or not.
-        let barrier_before = |from: usize, to: usize| lines[from..to].iter().any(|l| *l == "bar.sync 0;");
+        let barrier_before = |from: usize, to: usize| lines[from..to].contains(&"bar.sync 0;");
         let first_copy = |after: usize| {
             (after..lines.len())
                 .find(|&i| lines[i].contains("cp.async.cg"))
