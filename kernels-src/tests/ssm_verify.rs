@@ -39,8 +39,6 @@ struct Case {
     tail: bool,
     /// The fold's `RELOAD_KEYS` (the keys loaded with each head's tiles; `fc` ≥ `dk`).
     reload_keys: bool,
-    /// The fold's `RB` (batch rows per program).
-    fold_rows: usize,
     /// The verification's `CHAINED` (its products chained on their accumulators).
     chained: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
@@ -72,7 +70,6 @@ impl Case {
             tiers: false,
             tail: false,
             reload_keys: false,
-            fold_rows: 1,
             chained: false,
             early: false,
             lp: false,
@@ -145,7 +142,6 @@ fn run(case: Case) {
         tiers,
         tail,
         reload_keys,
-        fold_rows,
         chained,
         early,
         lp,
@@ -189,7 +185,6 @@ fn run(case: Case) {
         tiers,
         tail,
         reload_keys,
-        rb: fold_rows,
         chained,
         early,
         lp,
@@ -247,7 +242,7 @@ fn run(case: Case) {
                 let mut fold_args = vec![arg(&par[0]), arg(&slot_idx)];
                 fold_args.extend(ring.args());
                 fold_args.extend([ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
-                launch(&fold_k, &s, config.fold_grid(batch), &fold_args);
+                launch(&fold_k, &s, grid, &fold_args);
                 let want = truth_verify(&params, &truth, &slots, &drafts, n);
                 let extra: Vec<f64> = match &ckpt_before {
                     Some(c) => (0..batch)
@@ -481,27 +476,6 @@ fn the_fold_reloads_its_keys_per_head() {
             reload_keys: true,
             lp,
             ..Case::new(shape, 900 + i as u64)
-        });
-    }
-}
-
-/// The fold's `RB`: several batch rows per program (2 and 4 of the 5 rows: the last program's
-/// rows past the batch skipped), their flags read at once; with padding rows among them and
-/// rows that fold at different steps, plain and `PREFETCH` head loops, one and two precisions,
-/// one block of all key columns and several.
-#[test]
-fn the_fold_takes_several_batch_rows_per_program() {
-    // (RB, FC, PREFETCH, LP)
-    let cases = [(2, 32, false, false), (4, 8, true, true), (4, 16, false, false)];
-    for (i, (rb, fc, prefetch, lp)) in cases.into_iter().enumerate() {
-        run(Case {
-            gated: i % 2 == 0,
-            fc,
-            prefetch,
-            lp,
-            fold_rows: rb,
-            hb: 3,
-            ..Case::new(CPU_TEST, 1300 + i as u64)
         });
     }
 }

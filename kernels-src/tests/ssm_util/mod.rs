@@ -447,8 +447,6 @@ pub struct ReplayConfig {
     pub chained: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
-    /// The fold's `RB` (batch rows per program).
-    pub rb: usize,
     /// The replay step's `FR` (state rows per flush block).
     pub fr: usize,
     /// `LP` of all three: flushes write the f16 checkpoint too, the verification reads it.
@@ -476,7 +474,6 @@ impl ReplayConfig {
             reload_keys: false,
             chained: false,
             fc: 32,
-            rb: 1,
             fr: 8,
             lp: false,
         }
@@ -555,7 +552,6 @@ impl ReplayConfig {
                 LP: self.lp,
                 TAIL: self.tail,
                 RELOAD_KEYS: self.reload_keys,
-                RB: self.rb,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },
@@ -576,12 +572,6 @@ impl ReplayConfig {
             (self.shape.heads / self.hb) as u32,
             batch as u32,
         )
-    }
-
-    /// The fold's grid: [`Self::grid`] with `rb` batch rows per program.
-    pub fn fold_grid(self, batch: usize) -> (u32, u32, u32) {
-        let (x, y, _) = self.grid(batch);
-        (x, y, batch.div_ceil(self.rb) as u32)
     }
 }
 

@@ -23,12 +23,6 @@ pub fn head_block_grid(shape: &ModelShape, batch: usize, hb: usize, bv: usize) -
     Grid::new(shape.dv.div_ceil(bv) as u32, (shape.heads / hb) as u32, batch as u32)
 }
 
-/// The fold's grid: [`head_block_grid`] with `tiles.batch_rows` batch rows per program,
-/// `(⌈dv / bv⌉, heads / hb, ⌈batch / rb⌉)`.
-pub fn fold_grid(shape: &ModelShape, batch: usize, tiles: &Tiles) -> Grid {
-    head_block_grid(shape, batch.div_ceil(tiles.batch_rows), tiles.hb, tiles.bv)
-}
-
 /// The largest power of two up to `most` (a power of two) dividing the state rows of a group
 /// (`heads/groups · dv`): a flat-row tile whose programs each stay in one group.
 fn group_row_tile(shape: &ModelShape, most: usize) -> usize {
@@ -100,14 +94,6 @@ pub struct Tiles {
     /// (`DotPrecision::Tf32x3Chained`, its `CHAINED`; other kernels ignore it).
     #[serde(default)]
     pub chained_dots: bool,
-    /// Batch rows per program of the fold (its `RB`; other kernels ignore it): its programs
-    /// read their rows' flags at once, and one without a folding row exits.
-    #[serde(default = "one")]
-    pub batch_rows: usize,
-}
-
-fn one() -> usize {
-    1
 }
 
 impl Tiles {
@@ -116,8 +102,7 @@ impl Tiles {
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
     /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
     /// last value block in a tile of its own rows, `reload` with the keys loaded per head,
-    /// `chained` with the verification's products chained on their accumulators, `rb=..` with
-    /// several batch rows per fold program, `fc=..` with
+    /// `chained` with the verification's products chained on their accumulators, `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -133,11 +118,6 @@ impl Tiles {
         let tail = if self.tail_tiles { " tail" } else { "" };
         let reload = if self.reload_keys { " reload" } else { "" };
         let chained = if self.chained_dots { " chained" } else { "" };
-        let rb = if self.batch_rows > 1 {
-            format!(" rb={}", self.batch_rows)
-        } else {
-            String::new()
-        };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -149,7 +129,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{fc}{fr}{rb}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -231,7 +211,6 @@ impl ReplayPlan {
             tail_tiles: false,
             reload_keys: false,
             chained_dots: false,
-            batch_rows: 1,
         };
         ReplayPlan {
             window,
@@ -290,7 +269,6 @@ impl ConventionalPlan {
             tail_tiles: false,
             reload_keys: false,
             chained_dots: false,
-            batch_rows: 1,
         };
         ConventionalPlan {
             decode: t,

@@ -3,7 +3,7 @@
 use super::common::{fill, LayerCore};
 use super::io::StepIo;
 use super::launch::{buf, compile_layer_kernel, go, preload_all, preload_job};
-use super::plan::{fold_grid, Next, ReplayPlan};
+use super::plan::{Next, ReplayPlan};
 use super::{DecodeLayer, Result};
 use half::bf16;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
@@ -103,7 +103,7 @@ impl Mamba2ReplayState {
         let fold_k = (t > 0)
             .then(|| {
                 let tiles = plan.fold;
-                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles, RELOAD_KEYS: tiles.reload_keys, RB: tiles.batch_rows)
+                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles, RELOAD_KEYS: tiles.reload_keys)
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(
@@ -286,8 +286,7 @@ impl Mamba2ReplayState {
     pub fn pre_flush(&self, stream: &Stream) -> Result<()> {
         match &self.fold_k {
             Some(f) => {
-                let tiles = self.plan.fold;
-                let grid = fold_grid(&self.core.shape, self.core.batch, &tiles);
+                let grid = self.core.grid(self.plan.fold.hb, self.plan.fold.bv);
                 go(f, stream, grid, &self.fold_args())
             }
             None => Ok(()),

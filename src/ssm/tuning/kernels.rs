@@ -4,9 +4,8 @@
 
 use super::space::{
     bv_values_conventional, bv_values_replay, bv_values_step, early_values, fixed_axes, flat_row_warps,
-    flush_row_values, fold_row_values, replay_shortlist, shape_axes, shape_dims, step_prefetch_values,
-    verify_hb_values, OccupancyHints, Shortlist, FLAT_ROW_WARPS_PER_SM, FOLD_WARPS_PER_SM, HEAD_BLOCK_WARPS_PER_SM,
-    TILE_SHORTLIST,
+    flush_row_values, replay_shortlist, shape_axes, shape_dims, step_prefetch_values, verify_hb_values, OccupancyHints,
+    Shortlist, FLAT_ROW_WARPS_PER_SM, FOLD_WARPS_PER_SM, HEAD_BLOCK_WARPS_PER_SM, TILE_SHORTLIST,
 };
 use super::Result;
 use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid};
@@ -220,7 +219,7 @@ pub fn tune_verify_tiles(
 }
 
 /// A shortlist of tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks ×
-/// FC × PREFETCH × TAIL × RELOAD_KEYS × RB`) at window `window`, timed on rows spread over the
+/// FC × PREFETCH × TAIL × RELOAD_KEYS`) at window `window`, timed on rows spread over the
 /// verifications of a cycle (one in its length folding the `h` records of the flushing
 /// verification, `h + T > L`; the others idle): an idle launch of one-head programs costs
 /// ~40 µs at B = 256 (Super), a flushing one ~0.93 ms. With `lp` it writes the f16 checkpoint
@@ -246,7 +245,6 @@ pub fn tune_fold_tiles(
         .axis("PREFETCH", [0, 1])
         .axis("TAIL", [0, 1])
         .axis("RELOAD_KEYS", [0, 1])
-        .axis("RB", fold_row_values(batch))
         .constraint(TAIL_WHERE, |c: &C, _| !c.TAIL || tail_rows(c.DV, c.BV) < c.BV)
         .constraint("keys reloaded only with one block of all key columns", |c: &C, _| {
             !c.RELOAD_KEYS || c.FC >= c.DK
@@ -254,7 +252,7 @@ pub fn tune_fold_tiles(
         .register_limit();
     let cycle = verify_states(window, drafts, accepted);
     let grid_shape = *shape;
-    let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch.div_ceil(c.RB), c.HB, c.BV))
+    let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .fill("meta", cycle_meta(cycle));

@@ -150,17 +150,6 @@ pub(super) fn early_values(batch: usize) -> Vec<i64> {
     }
 }
 
-/// Batch rows per fold program (`RB`) searched at `batch`: 1, and at bandwidth-bound batches
-/// also 8 (most fold launches fold no row: their cost is their programs' number, 8 times fewer
-/// read their flags at once and exit).
-pub(super) fn fold_row_values(batch: usize) -> Vec<i64> {
-    if batch <= LATENCY_BOUND_BATCH {
-        vec![1]
-    } else {
-        vec![1, 8]
-    }
-}
-
 /// Occupancy hints on the `min_blocks` axis: ptxas caps the registers to fit that many
 /// programs per SM; hints that make it spill are pruned by [`SearchSpace::register_limit`].
 /// [`OccupancyHints::occupancy_hints`] keeps those that change something.
@@ -252,7 +241,6 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         tail_tiles: get("TAIL", 0) != 0,
         reload_keys: get("RELOAD_KEYS", 0) != 0,
         chained_dots: get("CHAINED", 0) != 0,
-        batch_rows: get("RB", 1) as usize,
     }
 }
 

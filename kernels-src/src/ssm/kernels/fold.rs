@@ -72,7 +72,6 @@ pub fn mamba2_fold(
     #[constexpr(default = false)] LP: bool,
     #[constexpr(default = false)] TAIL: bool,
     #[constexpr(default = false)] RELOAD_KEYS: bool,
-    #[constexpr(default = 1)] RB: usize,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -82,130 +81,104 @@ pub fn mamba2_fold(
         !RELOAD_KEYS || FC >= DK,
         "RELOAD_KEYS needs one block of all key columns (FC ≥ DK)",
     );
-    static_assert(RB >= 1, "RB (batch rows per program) must be at least 1");
-    let _ = slots;
+    let _ = (batch, slots);
     let cap = L + T;
     let nr = record_rows(L);
     let fc = DK.min(FC);
 
+    let row = program_id(2);
     let head0 = program_id(1) * HB;
     let g = head0 / (HEADS / GROUPS);
-    // One batch row's fold (nothing for padding rows and rows without the flag).
-    let fold_row = |row: Tile<i32>| {
-        let slot = load(slot_idx + row, true);
-        if slot != 0 {
-            let mrow = meta + slot * 4;
-            let flush = load(mrow + 2, true) != 0;
-            if flush {
-                let start = load(mrow, true);
-                let h = load(mrow + 1, true);
-                let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
-                let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
-                // Row i: record h - 1 - i at ring position start + h - 1 - i (< 2·cap: one wrap).
-                let i = arange(nr);
-                let committed = i < h;
-                let p = start + h - 1 - i;
-                let pos = select(p >= cap as i32, p - cap as i32, p);
-                let cols = arange(fc);
-                let keys_of = |kc: Tile<i32>| {
-                    let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
-                    load(kptr, committed.expand_dims(1))
+    let slot = load(slot_idx + row, true);
+    if slot != 0 {
+        let mrow = meta + slot * 4;
+        let flush = load(mrow + 2, true) != 0;
+        if flush {
+            let start = load(mrow, true);
+            let h = load(mrow + 1, true);
+            let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
+            let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
+            // Row i: record h - 1 - i at ring position start + h - 1 - i (< 2·cap: one wrap).
+            let i = arange(nr);
+            let committed = i < h;
+            let p = start + h - 1 - i;
+            let pos = select(p >= cap as i32, p - cap as i32, p);
+            let cols = arange(fc);
+            let keys_of = |kc: Tile<i32>| {
+                let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);
+                load(kptr, committed.expand_dims(1))
+            };
+            // One block of all record rows: with one block of columns too (FC ≥ DK), the
+            // group's keys are loaded once, before the heads (for each head's product with
+            // RELOAD_KEYS), and each head's checkpoint rows before its weights are computed:
+            // every load of a head is in flight at once.
+            let all_keys = (fc == DK && !RELOAD_KEYS).then(|| keys_of(cols));
+            // The fold of `bv` value rows (`BV`, or the last value block's tail tile).
+            let fold_rows = |bv: usize| {
+                let (v, vmask) = value_rows(DV, BV, bv, TAIL);
+                let vm = vmask.expand_dims(1);
+                // Both checkpoints of the elements at `offs` (element offsets from the slot's).
+                let write = |offs: Tile<i32>, s_new: Tile<f32>| {
+                    store(state + offs, s_new, vm);
+                    if LP {
+                        store(ring.ckpt_lp + offs, s_new.cast::<f16>(), vm);
+                    }
                 };
-                // One block of all record rows: with one block of columns too (FC ≥ DK), the
-                // group's keys are loaded once, before the heads (for each head's product with
-                // RELOAD_KEYS), and each head's checkpoint rows before its weights are computed:
-                // every load of a head is in flight at once.
-                let all_keys = (fc == DK && !RELOAD_KEYS).then(|| keys_of(cols));
-                // The fold of `bv` value rows (`BV`, or the last value block's tail tile).
-                let fold_rows = |bv: usize| {
-                    let (v, vmask) = value_rows(DV, BV, bv, TAIL);
-                    let vm = vmask.expand_dims(1);
-                    // Both checkpoints of the elements at `offs` (element offsets from the slot's).
-                    let write = |offs: Tile<i32>, s_new: Tile<f32>| {
-                        store(state + offs, s_new, vm);
-                        if LP {
-                            store(ring.ckpt_lp + offs, s_new.cast::<f16>(), vm);
+                // A head's loads (none where `m` is false): its checkpoint rows (with one block
+                // of all key columns), `A`, and its records' `dt'` and `x`.
+                let loads = |head: Tile<i32>, m: Tile<bool>| {
+                    let soff = ((head * DV + v) * DK).expand_dims(1);
+                    let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm & m));
+                    let a_h = load(a + head, m);
+                    let dt_c = load(ring_dt + pos * HEADS + head, committed & m);
+                    let x_rec = load(
+                        ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
+                        committed.expand_dims(1) & vmask.expand_dims(0) & m,
+                    );
+                    (s_all, a_h, dt_c, x_rec)
+                };
+                // One head's fold, from its loads.
+                let fold_head = |head: Tile<i32>, (s_all, a_h, dt_c, x_rec): HeadTiles| {
+                    let soff = ((head * DV + v) * DK).expand_dims(1);
+                    let a_h = a_h * std::f32::consts::LOG2_E;
+                    let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
+                    let gam = exp2(a_h * sum(dt_c, 0));
+                    let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
+                    match s_all {
+                        Some(s_h) => {
+                            let keys = all_keys.unwrap_or_else(|| keys_of(cols));
+                            write(
+                                soff + cols.expand_dims(0),
+                                dot_acc_in(wx, keys.cast::<f32>(), gam * s_h, CHAINED),
+                            );
                         }
-                    };
-                    // A head's loads (none where `m` is false): its checkpoint rows (with one block
-                    // of all key columns), `A`, and its records' `dt'` and `x`.
-                    let loads = |head: Tile<i32>, m: Tile<bool>| {
-                        let soff = ((head * DV + v) * DK).expand_dims(1);
-                        let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm & m));
-                        let a_h = load(a + head, m);
-                        let dt_c = load(ring_dt + pos * HEADS + head, committed & m);
-                        let x_rec = load(
-                            ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                            committed.expand_dims(1) & vmask.expand_dims(0) & m,
-                        );
-                        (s_all, a_h, dt_c, x_rec)
-                    };
-                    // One head's fold, from its loads.
-                    let fold_head = |head: Tile<i32>, (s_all, a_h, dt_c, x_rec): HeadTiles| {
-                        let soff = ((head * DV + v) * DK).expand_dims(1);
-                        let a_h = a_h * std::f32::consts::LOG2_E;
-                        let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
-                        let gam = exp2(a_h * sum(dt_c, 0));
-                        let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
-                        match s_all {
-                            Some(s_h) => {
-                                let keys = all_keys.unwrap_or_else(|| keys_of(cols));
+                        _ => {
+                            for c in range(0, DK / fc) {
+                                let kc = c * fc + cols;
+                                let offs = soff + kc.expand_dims(0);
                                 write(
-                                    soff + cols.expand_dims(0),
-                                    dot_acc_in(wx, keys.cast::<f32>(), gam * s_h, CHAINED),
+                                    offs,
+                                    dot_acc_in(wx, keys_of(kc).cast::<f32>(), gam * load(state + offs, vm), CHAINED),
                                 );
                             }
-                            _ => {
-                                for c in range(0, DK / fc) {
-                                    let kc = c * fc + cols;
-                                    let offs = soff + kc.expand_dims(0);
-                                    write(
-                                        offs,
-                                        dot_acc_in(
-                                            wx,
-                                            keys_of(kc).cast::<f32>(),
-                                            gam * load(state + offs, vm),
-                                            CHAINED,
-                                        ),
-                                    );
-                                }
-                            }
-                        }
-                    };
-                    if PREFETCH {
-                        // The next head's loads issued before this head's fold (two heads' tiles live).
-                        let mut next = loads(head0, full([], true));
-                        for hc in range(0, HB as i32) {
-                            let this = next;
-                            next = loads(head0 + hc + 1, hc + 1 < HB as i32);
-                            fold_head(head0 + hc, this);
-                        }
-                    } else {
-                        for hc in range(0, HB as i32) {
-                            fold_head(head0 + hc, loads(head0 + hc, full([], true)));
                         }
                     }
                 };
-                by_value_block(DV, BV, TAIL, &fold_rows);
-            }
-        }
-    };
-    if RB == 1 {
-        fold_row(program_id(2));
-    } else {
-        // RB batch rows per program: their flags read at once, so that a program none of
-        // whose rows folds exits after two loads (most launches fold no row at all).
-        let first = program_id(2) * RB as i32;
-        let rows = first + arange(RB);
-        let in_batch = rows < batch;
-        let slots = load(slot_idx + rows, in_batch);
-        let flags = load(meta + slots * 4 + 2, in_batch & (slots != 0));
-        if sum(flags, 0) != 0 {
-            for r in range(0, RB as i32) {
-                if first + r < batch {
-                    fold_row(first + r);
+                if PREFETCH {
+                    // The next head's loads issued before this head's fold (two heads' tiles live).
+                    let mut next = loads(head0, full([], true));
+                    for hc in range(0, HB as i32) {
+                        let this = next;
+                        next = loads(head0 + hc + 1, hc + 1 < HB as i32);
+                        fold_head(head0 + hc, this);
+                    }
+                } else {
+                    for hc in range(0, HB as i32) {
+                        fold_head(head0 + hc, loads(head0 + hc, full([], true)));
+                    }
                 }
-            }
+            };
+            by_value_block(DV, BV, TAIL, &fold_rows);
         }
     }
 }
