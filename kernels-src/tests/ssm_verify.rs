@@ -39,8 +39,6 @@ struct Case {
     tail: bool,
     /// The fold's `RELOAD_KEYS` (the keys loaded with each head's tiles; `fc` ≥ `dk`).
     reload_keys: bool,
-    /// The fold's `ASYNC` (the next head's records copied into shared memory).
-    fold_async: bool,
     /// The verification's `CHAINED` (its products chained on their accumulators).
     chained: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
@@ -72,7 +70,6 @@ impl Case {
             tiers: false,
             tail: false,
             reload_keys: false,
-            fold_async: false,
             chained: false,
             early: false,
             lp: false,
@@ -145,7 +142,6 @@ fn run(case: Case) {
         tiers,
         tail,
         reload_keys,
-        fold_async,
         chained,
         early,
         lp,
@@ -189,7 +185,6 @@ fn run(case: Case) {
         tiers,
         tail,
         reload_keys,
-        fold_async,
         chained,
         early,
         lp,
@@ -481,34 +476,6 @@ fn the_fold_reloads_its_keys_per_head() {
             reload_keys: true,
             lp,
             ..Case::new(shape, 900 + i as u64)
-        });
-    }
-}
-
-/// The fold's `ASYNC`: the next head's records' `x` and `dt'` copied into two-stage shared
-/// buffers while a head folds; one block of all key columns and several, masked last value
-/// blocks and tail tiles (the tail's buffer overlaying the others), one and two precisions,
-/// one and several heads per program, with decode steps between verifications.
-#[test]
-fn the_fold_copies_the_next_heads_records() {
-    // (shape, BV, HB, FC, TAIL, LP)
-    let cases = [
-        (CPU_TEST, 8, 3, 16, false, false),
-        (CPU_TEST, 4, 1, 8, false, true),
-        (DV_20, 8, 2, 16, true, true),
-        (DV_19, 8, 4, 8, false, false),
-        (DV_20, 16, 4, 4, true, false),
-    ];
-    for (i, (shape, bv, hb, fc, tail, lp)) in cases.into_iter().enumerate() {
-        run(Case {
-            gated: i % 2 == 0,
-            bv,
-            hb,
-            fc,
-            tail,
-            lp,
-            fold_async: true,
-            ..Case::new(shape, 1400 + i as u64)
         });
     }
 }

@@ -447,8 +447,6 @@ pub struct ReplayConfig {
     pub chained: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
-    /// The fold's `ASYNC` (the next head's records copied into shared memory).
-    pub fold_async: bool,
     /// The replay step's `FR` (state rows per flush block).
     pub fr: usize,
     /// `LP` of all three: flushes write the f16 checkpoint too, the verification reads it.
@@ -476,7 +474,6 @@ impl ReplayConfig {
             reload_keys: false,
             chained: false,
             fc: 32,
-            fold_async: false,
             fr: 8,
             lp: false,
         }
@@ -555,7 +552,6 @@ impl ReplayConfig {
                 LP: self.lp,
                 TAIL: self.tail,
                 RELOAD_KEYS: self.reload_keys,
-                ASYNC: self.fold_async,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -73,9 +73,8 @@ pub struct Tiles {
     /// State rows per flush block of the replay step (its `FR`; other kernels ignore it).
     #[serde(default = "default_flush_rows")]
     pub flush_rows: usize,
-    /// The verification copies the next head's checkpoint rows, the fold the next head's
-    /// records, into shared memory while this head computes (their `ASYNC`; other kernels
-    /// ignore it).
+    /// The verification copies the next head's checkpoint rows into shared memory while this
+    /// head computes (its `ASYNC`; other kernels ignore it).
     #[serde(default)]
     pub async_copy: bool,
     /// The verification takes a tile of half the record rows where a row's records fit it

@@ -103,7 +103,7 @@ impl Mamba2ReplayState {
         let fold_k = (t > 0)
             .then(|| {
                 let tiles = plan.fold;
-                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles, RELOAD_KEYS: tiles.reload_keys, ASYNC: tiles.async_copy)
+                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles, RELOAD_KEYS: tiles.reload_keys)
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(

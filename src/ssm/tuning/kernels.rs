@@ -219,7 +219,7 @@ pub fn tune_verify_tiles(
 }
 
 /// A shortlist of tiles of the verification's pre-flush (`BV × HB × num_warps × min_blocks ×
-/// FC × PREFETCH × TAIL × RELOAD_KEYS × ASYNC`) at window `window`, timed on rows spread over the
+/// FC × PREFETCH × TAIL × RELOAD_KEYS`) at window `window`, timed on rows spread over the
 /// verifications of a cycle (one in its length folding the `h` records of the flushing
 /// verification, `h + T > L`; the others idle): an idle launch of one-head programs costs
 /// ~40 µs at B = 256 (Super), a flushing one ~0.93 ms. With `lp` it writes the f16 checkpoint
@@ -245,13 +245,9 @@ pub fn tune_fold_tiles(
         .axis("PREFETCH", [0, 1])
         .axis("TAIL", [0, 1])
         .axis("RELOAD_KEYS", [0, 1])
-        .axis("ASYNC", [0, 1])
         .constraint(TAIL_WHERE, |c: &C, _| !c.TAIL || tail_rows(c.DV, c.BV) < c.BV)
         .constraint("keys reloaded only with one block of all key columns", |c: &C, _| {
             !c.RELOAD_KEYS || c.FC >= c.DK
-        })
-        .constraint("the next head's records either prefetched or copied", |c: &C, _| {
-            !(c.PREFETCH && c.ASYNC)
         })
         .register_limit();
     let cycle = verify_states(window, drafts, accepted);

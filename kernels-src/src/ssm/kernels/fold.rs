@@ -1,6 +1,6 @@
 //! The pre-flush of a verification: the committed records folded into the checkpoints.
 
-use super::value_blocks::{by_value_block, last_tile_rows, value_rows, AsyncStages};
+use super::value_blocks::{by_value_block, value_rows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -37,10 +37,7 @@ type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 ///
 /// With `PREFETCH` (a tuning axis) each head's iteration first issues the next head's loads, so
 /// that they are in flight while this head's product runs (two heads' tiles live: more
-/// registers). With `ASYNC` (another, exclusive with it) the next head's records' `x` and `dt'`
-/// are copied into two-stage shared buffers instead (no registers, and no scoreboard that a
-/// scan or a conversion waits on: H200, Nano's flush at v33 spent ~25 % of its stall samples
-/// waiting for those loads at their first use), and its `A` loaded a head ahead.
+/// registers).
 ///
 /// With `RELOAD_KEYS` (a tuning axis; one block of all key columns only) the group's keys are
 /// loaded again for each head's product (from L1 or L2 after the first head) instead of held
@@ -75,7 +72,6 @@ pub fn mamba2_fold(
     #[constexpr(default = false)] LP: bool,
     #[constexpr(default = false)] TAIL: bool,
     #[constexpr(default = false)] RELOAD_KEYS: bool,
-    #[constexpr(default = false)] ASYNC: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -85,15 +81,10 @@ pub fn mamba2_fold(
         !RELOAD_KEYS || FC >= DK,
         "RELOAD_KEYS needs one block of all key columns (FC ≥ DK)",
     );
-    static_assert(!(PREFETCH && ASYNC), "PREFETCH and ASYNC are exclusive");
     let _ = (batch, slots);
     let cap = L + T;
     let nr = record_rows(L);
     let fc = DK.min(FC);
-    // ASYNC's two-stage buffers of a head's records: their x [nr, rows] and dt' [nr].
-    let last = last_tile_rows(DV, BV, TAIL);
-    let x_stages = AsyncStages::<bf16>::declare(ASYNC, BV, last, |rows| vec![nr, rows]);
-    let dt_stages = ASYNC.then(|| shared::<f32>(2, &[nr]));
 
     let row = program_id(2);
     let head0 = program_id(1) * HB;
@@ -173,31 +164,7 @@ pub fn mamba2_fold(
                         }
                     }
                 };
-                if let (Some(xs), Some(dts)) = (x_stages.of(bv, BV), dt_stages) {
-                    // The next head's records copied into shared memory while this head folds
-                    // (no registers or scoreboards held for them), its A loaded a head ahead.
-                    let copy = |head: Tile<i32>, stage: Tile<i32>, m: Tile<bool>| {
-                        dts.copy_async(stage, ring_dt + pos * HEADS + head, committed & m);
-                        xs.copy_async(
-                            stage,
-                            ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
-                            committed.expand_dims(1) & vmask.expand_dims(0) & m,
-                        );
-                    };
-                    copy(head0, full([], 0), full([], true));
-                    let mut a_next = load(a + head0, true);
-                    for hc in range(0, HB as i32) {
-                        let next = hc + 1 < HB as i32;
-                        copy(head0 + hc + 1, (hc + 1) & 1, next);
-                        let a_h = a_next;
-                        a_next = load(a + head0 + hc + 1, next);
-                        let head = head0 + hc;
-                        let soff = ((head * DV + v) * DK).expand_dims(1);
-                        let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm));
-                        wait_async(2);
-                        fold_head(head, (s_all, a_h, dts.read(hc & 1), xs.read(hc & 1)));
-                    }
-                } else if PREFETCH {
+                if PREFETCH {
                     // The next head's loads issued before this head's fold (two heads' tiles live).
                     let mut next = loads(head0, full([], true));
                     for hc in range(0, HB as i32) {

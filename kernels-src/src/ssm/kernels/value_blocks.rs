@@ -83,34 +83,3 @@ mod tests {
         }
     }
 }
-
-/// `ASYNC`'s two-stage shared buffers of one of a head's tiles over its value rows (the
-/// verification's checkpoint rows `[rows, DK]`, the fold's records' `x` `[nr, rows]`): one of
-/// `bv` rows, and one of the last value block's tail tile where that is smaller, in the same
-/// bytes (a program uses one of them).
-#[derive(Clone, Copy)]
-pub(super) struct AsyncStages<T: Scalar> {
-    full: Option<Shared<T>>,
-    tail: Option<Shared<T>>,
-}
-
-impl<T: Scalar> AsyncStages<T> {
-    /// The buffers (none unless `on`) of tiles `shape(rows)` for value blocks of `bv` rows, the
-    /// last one's tile `tail` rows.
-    pub(super) fn declare(on: bool, bv: usize, tail: usize, shape: impl Fn(usize) -> Vec<usize>) -> Self {
-        let full = on.then(|| shared::<T>(2, &shape(bv)));
-        AsyncStages {
-            full,
-            tail: full.filter(|_| tail < bv).map(|f| f.overlay(2, &shape(tail))),
-        }
-    }
-
-    /// The buffer of a tile of `rows` rows (`bv`, or the tail's).
-    pub(super) fn of(self, rows: usize, bv: usize) -> Option<Shared<T>> {
-        if rows == bv {
-            self.full
-        } else {
-            self.tail
-        }
-    }
-}

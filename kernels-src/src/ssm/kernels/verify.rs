@@ -1,7 +1,7 @@
 //! Output-only speculative verification (ReplaySSM algorithm 2) for a whole batch.
 
 use super::head_loop::{head_loop, HeadLoads, HeadRows};
-use super::value_blocks::{by_value_block, last_tile_rows, value_rows, AsyncStages};
+use super::value_blocks::{by_value_block, last_tile_rows, value_rows};
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -41,6 +41,35 @@ fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
         m = m.expand_dims(axis);
     }
     sum(select(m, t, 0.0), 0)
+}
+
+/// `ASYNC`'s two-stage shared buffers of checkpoint rows `[rows, DK]`: one of `BV` rows, and
+/// one of the last value block's tail tile where that is smaller, in the same bytes (a program
+/// uses one of them).
+#[derive(Clone, Copy)]
+struct AsyncStages<T: Scalar> {
+    full: Option<Shared<T>>,
+    tail: Option<Shared<T>>,
+}
+
+impl<T: Scalar> AsyncStages<T> {
+    /// The buffers (none unless `on`) for value blocks of `bv` rows, the last one's tile `tail`.
+    fn declare(on: bool, bv: usize, tail: usize, dk: usize) -> Self {
+        let full = on.then(|| shared::<T>(2, &[bv, dk]));
+        AsyncStages {
+            full,
+            tail: full.filter(|_| tail < bv).map(|f| f.overlay(2, &[tail, dk])),
+        }
+    }
+
+    /// The buffer of a tile of `rows` rows (`bv`, or the tail's).
+    fn of(self, rows: usize, bv: usize) -> Option<Shared<T>> {
+        if rows == bv {
+            self.full
+        } else {
+            self.tail
+        }
+    }
 }
 
 /// `y · silu(z)` with `z` (`y` without): `y · z / (1 + e^-z)`, the reciprocal as `rsqrt²` (no
@@ -177,9 +206,8 @@ pub fn mamba2_verify(
         let h = load(mrow + 1, true);
         // The two-stage buffers of ASYNC's checkpoint rows, declared once for both tiers.
         let last = last_tile_rows(DV, BV, TAIL);
-        let rows_shape = |rows: usize| vec![rows, DK];
-        let stages_f32 = AsyncStages::<f32>::declare(ASYNC && !LP, BV, last, rows_shape);
-        let stages_f16 = AsyncStages::<f16>::declare(ASYNC && LP, BV, last, rows_shape);
+        let stages_f32 = AsyncStages::<f32>::declare(ASYNC && !LP, BV, last, DK);
+        let stages_f16 = AsyncStages::<f16>::declare(ASYNC && LP, BV, last, DK);
         // The verification over `nr` record rows (the drafts' and the committed ones) and `bv`
         // value rows (`BV`, or the last value block's tail tile).
         let verify_rows = |nr: usize, bv: usize| {
