@@ -29,6 +29,9 @@ pub(super) struct HeadRows<'a, T: Float> {
     pub q: Tile<T>,
     /// With `ASYNC`, the two-stage shared buffer `[BV, DK]` the rows are copied into.
     pub stages: Option<Shared<T>>,
+    /// The first head's rows, loaded by the caller before anything else (`EARLY`; the plain
+    /// loop only).
+    pub first: Option<Tile<T>>,
     /// The precision of their product.
     pub precision: DotPrecision,
 }
@@ -55,6 +58,7 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
         mask,
         q,
         stages,
+        first,
         precision,
     } = rows;
     if let Some(buf) = stages {
@@ -81,7 +85,16 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
             per_head(hc, &|| dot_in(st, q, precision), own, this);
         }
     } else {
-        for hc in range(0, hb as i32) {
+        // With the first head's rows given, that head apart, the loop from the second.
+        let from = match first {
+            Some(st) => {
+                let (own, this) = both(head0, full([], true));
+                per_head(full([], 0), &|| dot_in(st, q, precision), own, this);
+                1
+            }
+            None => 0,
+        };
+        for hc in range(from, hb as i32) {
             let (own, this) = both(head0 + hc, full([], true));
             let st = load(ptr(head0 + hc), mask);
             per_head(hc, &|| dot_in(st, q, precision), own, this);
