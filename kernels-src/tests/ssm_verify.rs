@@ -41,8 +41,6 @@ struct Case {
     reload_keys: bool,
     /// The verification's `CHAINED` (its products chained on their accumulators).
     chained: bool,
-    /// The verification's `EARLY` (its first head's rows loaded before the counters).
-    verify_early: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
@@ -73,7 +71,6 @@ impl Case {
             tail: false,
             reload_keys: false,
             chained: false,
-            verify_early: false,
             early: false,
             lp: false,
             seed,
@@ -146,7 +143,6 @@ fn run(case: Case) {
         tail,
         reload_keys,
         chained,
-        verify_early,
         early,
         lp,
         seed,
@@ -190,7 +186,6 @@ fn run(case: Case) {
         tail,
         reload_keys,
         chained,
-        verify_early,
         early,
         lp,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -481,32 +476,6 @@ fn the_fold_reloads_its_keys_per_head() {
             reload_keys: true,
             lp,
             ..Case::new(shape, 900 + i as u64)
-        });
-    }
-}
-
-/// The verification's `EARLY`: the first head's checkpoint rows loaded before the counters
-/// (then that head apart from the loop); one and several heads per program, record tiers,
-/// masked last value blocks, one and two precisions, with decode steps between verifications.
-#[test]
-fn the_verification_loads_its_first_rows_early() {
-    // (shape, BV, HB, TIERS, LP)
-    let cases = [
-        (CPU_TEST, 8, 1, false, false),
-        (CPU_TEST, 8, 3, true, true),
-        (DV_19, 8, 4, true, false),
-        (DV_20, 16, 2, false, true),
-    ];
-    for (i, (shape, bv, hb, tiers, lp)) in cases.into_iter().enumerate() {
-        run(Case {
-            gated: i % 2 == 0,
-            shared_weights: i % 2 == 1,
-            bv,
-            hb,
-            tiers,
-            lp,
-            verify_early: true,
-            ..Case::new(shape, 1500 + i as u64)
         });
     }
 }

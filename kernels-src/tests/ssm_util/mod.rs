@@ -445,8 +445,6 @@ pub struct ReplayConfig {
     pub reload_keys: bool,
     /// The verification's `CHAINED` (its products chained on their accumulators).
     pub chained: bool,
-    /// The verification's `EARLY` (its first head's rows loaded before the counters).
-    pub verify_early: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
     /// The replay step's `FR` (state rows per flush block).
@@ -475,7 +473,6 @@ impl ReplayConfig {
             tail: false,
             reload_keys: false,
             chained: false,
-            verify_early: false,
             fc: 32,
             fr: 8,
             lp: false,
@@ -529,7 +526,6 @@ impl ReplayConfig {
                 TIERS: self.tiers,
                 TAIL: self.tail,
                 CHAINED: self.chained,
-                EARLY: self.verify_early,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

@@ -58,8 +58,8 @@ pub struct Tiles {
     pub num_warps: u32,
     /// Programs that should fit on one SM at once (the kernel's `min_blocks`; 1 is no hint).
     pub min_blocks: u32,
-    /// The replay step issues its checkpoint load, the verification its first head's rows,
-    /// before reading the counters (their `EARLY`; other kernels ignore it).
+    /// The replay step issues its checkpoint load before reading the counters (its `EARLY`;
+    /// other kernels ignore it).
     pub early: bool,
     /// The verification issues the next head's loads before this head's products; the replay
     /// step's flush asks L2 for its whole checkpoint tile before folding it block by block

@@ -97,7 +97,7 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles, CHAINED: tiles.chained_dots, EARLY: tiles.early)
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles, CHAINED: tiles.chained_dots)
             })
             .transpose()?;
         let fold_k = (t > 0)

@@ -190,11 +190,6 @@ pub fn tune_verify_tiles(
         .axis("ASYNC", [0, 1])
         .axis("TIERS", [0, 1])
         .axis("TAIL", [0, 1])
-        .axis("EARLY", early_values(batch))
-        .constraint(
-            "the first head's rows early only in the plain loop of one tile shape",
-            |c: &C, _| !c.EARLY || !(c.ASYNC || c.PREFETCH || c.TAIL),
-        )
         .constraint(
             "the next head's checkpoint rows either prefetched or copied",
             |c: &C, _| !(c.PREFETCH && c.ASYNC),

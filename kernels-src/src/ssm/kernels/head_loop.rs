@@ -29,9 +29,6 @@ pub(super) struct HeadRows<'a, T: Float> {
     pub q: Tile<T>,
     /// With `ASYNC`, the two-stage shared buffer `[BV, DK]` the rows are copied into.
     pub stages: Option<Shared<T>>,
-    /// The first head's rows, loaded by the caller before anything else (`EARLY`; the plain
-    /// loop only).
-    pub first: Option<Tile<T>>,
     /// The precision of their product.
     pub precision: DotPrecision,
 }
@@ -58,7 +55,6 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
         mask,
         q,
         stages,
-        first,
         precision,
     } = rows;
     if let Some(buf) = stages {
@@ -85,16 +81,7 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
             per_head(hc, &|| dot_in(st, q, precision), own, this);
         }
     } else {
-        // With the first head's rows given, that head apart, the loop from the second.
-        let from = match first {
-            Some(st) => {
-                let (own, this) = both(head0, full([], true));
-                per_head(full([], 0), &|| dot_in(st, q, precision), own, this);
-                1
-            }
-            None => 0,
-        };
-        for hc in range(from, hb as i32) {
+        for hc in range(0, hb as i32) {
             let (own, this) = both(head0 + hc, full([], true));
             let st = load(ptr(head0 + hc), mask);
             per_head(hc, &|| dot_in(st, q, precision), own, this);

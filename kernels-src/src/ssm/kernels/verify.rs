@@ -127,11 +127,6 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 /// two-stage shared buffer while this head computes, and read right before their product (no
 /// registers held for them in the meantime), and its drafts' `x` and `z` loaded into registers.
 ///
-/// With `EARLY` (a tuning axis at latency-bound batches; the plain head loop, no `TAIL`) the
-/// first head's checkpoint rows are loaded before the counters, so that their latency overlaps
-/// the program's chain of dependent loads (H200, Nano B=1: 8.7 µs per launch, stalled on that
-/// chain) — held in registers through the program's per-head-block work.
-///
 /// With `LP` (two state precisions) the checkpoint rows come from the f16 copy `ckpt_lp`.
 ///
 /// With `TIERS` (a tuning axis) a row whose records fit half the record rows (`h + tq ≤ nr/2`)
@@ -185,15 +180,10 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] TIERS: bool,
     #[constexpr(default = false)] TAIL: bool,
     #[constexpr(default = false)] CHAINED: bool,
-    #[constexpr(default = false)] EARLY: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1 && T >= 1 && T <= L, "1 ≤ T ≤ L");
-    static_assert(
-        !EARLY || !(ASYNC || PREFETCH || TAIL),
-        "EARLY takes the plain head loop and one tile shape (no ASYNC, PREFETCH or TAIL)",
-    );
     let dots = match CHAINED {
         true => DotPrecision::Tf32x3Chained,
         false => DotPrecision::Tf32x3,
@@ -211,20 +201,6 @@ pub fn mamba2_verify(
     let n = n_drafts;
     let slot = load(slot_idx + row, true);
     if slot != 0 {
-        // EARLY: the first head's checkpoint rows (of `ckpt_lp` with LP), loaded before the
-        // counters: the only load of the program that needs none, in flight through its
-        // latency chain (slot → counters → ring positions → records → products).
-        let first_rows = |c: Tile<Ptr<f32>>, c_lp: Tile<Ptr<f16>>| {
-            let (v, vmask) = value_rows(DV, BV, BV, false);
-            let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, c, c_lp, cap, HEADS, GROUPS, DK, DV);
-            let offs = ((head0 * DV + v) * DK).expand_dims(1) + arange(DK).expand_dims(0);
-            let m = vmask.expand_dims(1);
-            match LP {
-                true => (None, Some(load(ring.ckpt_lp + offs, m))),
-                false => (Some(load(ring.ckpt + offs, m)), None),
-            }
-        };
-        let (early_f32, early_f16) = if EARLY { first_rows(ckpt, ckpt_lp) } else { (None, None) };
         let mrow = meta + slot * 4;
         let start = load(mrow, true);
         let h = load(mrow + 1, true);
@@ -405,7 +381,6 @@ pub fn mamba2_verify(
                     mask: vm,
                     q: q_lp,
                     stages: stages_f16.of(bv, BV),
-                    first: early_f16,
                     precision: dots,
                 };
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
@@ -415,7 +390,6 @@ pub fn mamba2_verify(
                     mask: vm,
                     q: q_t,
                     stages: stages_f32.of(bv, BV),
-                    first: early_f32,
                     precision: dots,
                 };
                 head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
