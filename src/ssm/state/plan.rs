@@ -188,7 +188,7 @@ impl ReplayPlan {
     pub fn default_for(shape: &ModelShape, batch: usize, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
         let head_bv = 32usize.min(shape.dv.next_power_of_two());
-        let programs = |hb: usize| shape.dv.div_ceil(head_bv) * (shape.heads / hb) * batch;
+        let programs = |hb: usize| head_block_grid(shape, batch, hb, head_bv).programs();
         let hb_up_to = |most: usize| {
             (1..=most)
                 .rev()
@@ -235,7 +235,7 @@ impl ReplayPlan {
 /// SM of a 132-SM GPU): heads per program shrink at small batches (H200, `bench/NOTES.md`
 /// session 30: Nano B = 1, T = 8, one head per program instead of 12 and 4, a cycle 0.024 →
 /// 0.009 ms; Super 0.030 → 0.008).
-pub const HEAD_BLOCK_PROGRAMS: usize = 264;
+pub const HEAD_BLOCK_PROGRAMS: u64 = 264;
 
 /// How a [`super::Mamba2ConventionalState`] runs: tiles of the decode kernel and of the
 /// snapshot-per-draft verification baseline, and the most drafts per verification.
