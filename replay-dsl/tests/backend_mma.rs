@@ -49,6 +49,7 @@ fn case(m: usize, n: usize, k: usize, warps: u32, ops: Operands, acc: bool) -> D
         precision: DotPrecision::Tf32x3,
         b_k_major: false,
         a_m_major: false,
+        b_shared: false,
     }
 }
 
@@ -257,7 +258,8 @@ fn k_major_operands_stay_in_registers() {
 
 /// A transposed f32 A (loaded `[K, M]`, its registers running down its columns) is staged at
 /// the row pitch with the fewest bank conflicts over its stores and fragment loads: 67 words
-/// (268 bytes) for `K = 64`, where the planned 68 would make the stores conflict 4 ways.
+/// (268 bytes) for `K = 64`, where the planned 68 would make the stores conflict 4 ways; at an
+/// odd pitch its fragments load one word at a time (two at a time need even rows).
 #[test]
 fn transposed_operand_is_staged_at_the_least_conflicting_pitch() {
     let c = DotCase {
@@ -267,6 +269,10 @@ fn transposed_operand_is_staged_at_the_least_conflicting_pitch() {
     for p in ptx(c) {
         assert!(p.contains(TF32), "{c:?}: no tf32 mma\n{p}");
         assert!(p.contains(", 268, "), "{c:?}: A not staged at a 268-byte pitch\n{p}");
+        assert!(
+            !p.contains("ld.shared.v2.b32"),
+            "{c:?}: A loaded in pairs at an odd pitch\n{p}"
+        );
     }
 }
 
@@ -333,5 +339,57 @@ fn pipelined_operands_stay_in_registers() {
             );
             assert!(!p.contains("st.shared"), "{warps} warps: staged\n{p}");
         }
+    }
+}
+
+/// A staged tf32 dot (A transposed: not a register operand) whose B is a shared-buffer read
+/// (copied in with `cp.async`) loads its fragments from the buffer itself: B is never stored to
+/// shared memory by the program (A still is), and a 16-bit B's fragments of two interleaved
+/// n-tiles come in one 32-bit load (`ld.shared.b32`, widened with `shl` and `and`). A B of
+/// 16-bit operands on their own instruction (`ldmatrix`) is read into registers and staged as
+/// before.
+#[test]
+fn shared_buffer_operands_are_read_in_place() {
+    for (ops, m, n, k, warps) in [
+        (Operands::F32Bf16Cast, 32, 128, 64, 4),
+        (Operands::F32Bf16Cast, 64, 8, 32, 4),
+        (Operands::F32, 64, 64, 32, 4),
+        (Operands::F16CastF32, 32, 32, 64, 1),
+    ] {
+        let c = DotCase {
+            b_shared: true,
+            a_m_major: true,
+            ..case(m, n, k, warps, ops, true)
+        };
+        let stores = |p: &str| p.matches("st.shared").count();
+        let loaded = DotCase { b_shared: false, ..c };
+        for (p, plain) in ptx(c).into_iter().zip(ptx(loaded)) {
+            assert!(p.contains(TF32), "{c:?}: no tf32 mma\n{p}");
+            assert!(p.contains("cp.async"), "{c:?}: B not copied\n{p}");
+            // A's staging stores only: fewer than with B loaded (and staged), none of bf16.
+            assert!(stores(&p) < stores(&plain), "{c:?}: B staged\n{p}");
+            if ops == Operands::F32Bf16Cast {
+                assert!(!p.contains("st.shared.v4.b16"), "{c:?}: B staged\n{p}");
+                assert!(!p.contains("ld.shared.b16"), "{c:?}: B read into registers\n{p}");
+            }
+        }
+        if ops == Operands::F32Bf16Cast && n > 8 {
+            let p = &ptx(c)[0];
+            assert!(
+                p.contains("and.b32") && p.contains("0xffff0000"),
+                "{c:?}: B pairs not widened\n{p}"
+            );
+        }
+    }
+    let c = DotCase {
+        b_shared: true,
+        ..case(64, 64, 32, 4, Operands::Bf16, false)
+    };
+    for p in ptx(c) {
+        assert!(
+            p.contains(BF16) && p.contains("ldmatrix"),
+            "{c:?}: not an ldmatrix bf16 dot\n{p}"
+        );
+        assert!(p.contains("st.shared"), "{c:?}: B not staged\n{p}");
     }
 }

@@ -149,14 +149,18 @@ fn dots_match_the_interpreter() {
         for ops in Operands::ALL {
             for (warps, precision) in [1, 4, 8].into_iter().flat_map(|w| PRECISIONS.map(|p| (w, p))) {
                 // B K-major (or A M-major: transposed, staged) only where the operands are f32
-                // (or casts to it).
-                let layouts: &[(bool, bool)] = match ops {
-                    Operands::F32 | Operands::F32Bf16Cast | Operands::F16CastF32 => {
-                        &[(false, false), (true, false), (false, true)]
-                    }
-                    _ => &[(false, false)],
+                // (or casts to it); B read from a shared buffer (in place by a staged tf32 dot).
+                let layouts: &[(bool, bool, bool)] = match ops {
+                    Operands::F32 | Operands::F32Bf16Cast | Operands::F16CastF32 => &[
+                        (false, false, false),
+                        (true, false, false),
+                        (false, true, false),
+                        (false, false, true),
+                        (false, true, true),
+                    ],
+                    _ => &[(false, false, false), (false, false, true)],
                 };
-                for (acc, &(b_k_major, a_m_major)) in [false, true]
+                for (acc, &(b_k_major, a_m_major, b_shared)) in [false, true]
                     .into_iter()
                     .flat_map(|a| layouts.iter().map(move |b| (a, b)))
                 {
@@ -170,6 +174,7 @@ fn dots_match_the_interpreter() {
                         precision,
                         b_k_major,
                         a_m_major,
+                        b_shared,
                     };
                     match run_case(&gpu, &mut rng, c) {
                         Ok(worst) => summary.push(format!("{c:?}: worst {worst:.2e}")),

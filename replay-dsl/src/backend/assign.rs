@@ -90,6 +90,11 @@ pub struct Assignment<'k> {
     /// Each loop-carried value (a `For` body argument past the index): its initial value and
     /// the value yielded for the next iteration.
     carried: HashMap<Value, (Value, Value)>,
+    /// Shared-buffer reads that an mma dot loads its fragments from directly: the read's
+    /// value → its buffer and stage ([`Self::find_fused_reads`]).
+    fused_reads: HashMap<Value, (usize, Value)>,
+    /// The values a dot's direct buffer reads replace (the reads and their casts): not emitted.
+    fused: HashSet<Value>,
     scalar: LayoutId,
 }
 
@@ -147,6 +152,8 @@ impl<'k> Assignment<'k> {
             operand_regs: HashSet::new(),
             mma_acc: HashSet::new(),
             carried: HashMap::new(),
+            fused_reads: HashMap::new(),
+            fused: HashSet::new(),
             scalar,
         };
         crate::ir::walk_insts(&kernel.body, &mut |inst: &'k Inst| {
@@ -163,6 +170,7 @@ impl<'k> Assignment<'k> {
             }
         });
         a.find_broadcast_back();
+        a.find_fused_reads();
         for round in 0.. {
             a.natural.iter_mut().for_each(|x| *x = None);
             a.emit.iter_mut().for_each(Vec::clear);
@@ -202,6 +210,83 @@ impl<'k> Assignment<'k> {
             }
         });
         self.broadcast_back = found;
+    }
+
+    /// Fills `fused_reads` and `fused`: every staged operand of a tf32 mma dot that is a
+    /// 2-D shared-buffer read of the operand's shape (or a cast of one to f32), used by that dot
+    /// alone, read earlier in the same block with no copy into the buffer's region in between:
+    /// the dot then loads its fragments from the buffer where the read would have loaded its
+    /// registers, and the read and its cast are not emitted.
+    fn find_fused_reads(&mut self) {
+        let mut uses: HashMap<Value, usize> = HashMap::new();
+        crate::ir::walk_insts(&self.kernel.body, &mut |inst: &'k Inst| {
+            for o in inst.op.operands() {
+                *uses.entry(o).or_default() += 1;
+            }
+        });
+        let mut found = Vec::new();
+        self.fused_reads_in(&self.kernel.body, &uses, &mut found);
+        for (operand, read, at) in found {
+            self.fused_reads.insert(read, at);
+            self.fused.extend([operand, read]);
+        }
+    }
+
+    /// [`Self::find_fused_reads`] in `block` and the blocks nested in it: `(operand, read,
+    /// (buffer, stage))` of each fusable dot operand.
+    fn fused_reads_in(
+        &self,
+        block: &'k Block,
+        uses: &HashMap<Value, usize>,
+        found: &mut Vec<(Value, Value, (usize, Value))>,
+    ) {
+        for (j, inst) in block.insts.iter().enumerate() {
+            for b in inst.op.blocks() {
+                self.fused_reads_in(b, uses, found);
+            }
+            let Op::Dot { a, b, precision, .. } = inst.op else {
+                continue;
+            };
+            let Some(p) = self.mma_plan(a, b, precision) else {
+                continue;
+            };
+            if p.kind != super::mma::MmaKind::Tf32 || p.in_regs {
+                continue;
+            }
+            for (operand, read, shape) in [(a, p.a.value, [p.m, p.k]), (b, p.b.value, [p.k, p.n])] {
+                let Some(Op::SharedRead { buffer, stage }) = self.def(read).map(|d| &d.op) else {
+                    continue;
+                };
+                let single = |v: Value| uses.get(&v).copied() == Some(1);
+                let cast_of_read =
+                    operand == read || matches!(self.def(operand).map(|d| &d.op), Some(Op::Cast(x, _)) if *x == read);
+                let here = block.insts[..j].iter().position(|i| i.results.first() == Some(&read));
+                let buf = &self.kernel.shared[*buffer];
+                let ok = buf.shape == shape
+                    && single(read)
+                    && single(operand)
+                    && cast_of_read
+                    && here.is_some_and(|i| !self.copies_into(&block.insts[i + 1..j], buf.region(*buffer)));
+                if ok {
+                    found.push((operand, read, (*buffer, *stage)));
+                }
+            }
+        }
+    }
+
+    /// True if one of `insts` (or an instruction nested in them) copies into shared region
+    /// `region`.
+    fn copies_into(&self, insts: &[Inst], region: usize) -> bool {
+        insts.iter().any(|i| match &i.op {
+            Op::CopyAsync { buffer, .. } => self.kernel.shared[*buffer].region(*buffer) == region,
+            op => op.blocks().iter().any(|b| self.copies_into(&b.insts, region)),
+        })
+    }
+
+    /// True if `v` is a shared-buffer read, or its cast, that an mma dot loads from the buffer
+    /// directly: it has no registers and emits nothing.
+    pub fn is_fused(&self, v: Value) -> bool {
+        self.fused.contains(&v)
     }
 
     /// The scalar layout.
@@ -389,13 +474,18 @@ impl<'k> Assignment<'k> {
     /// The tensor-core plan of the dot `a @ b`, if it runs on tensor cores. Its operands are
     /// read from registers ([`super::mma::register_operands`]) when both are tf32 loads (or
     /// casts of loads) contiguous along K: then each thread loads its own fragments, in
-    /// 16-byte runs, and the dot needs no staging and no barrier.
+    /// 16-byte runs, and the dot needs no staging and no barrier. Otherwise a staged operand
+    /// that is a shared-buffer read ([`Self::find_fused_reads`]) is loaded from its buffer.
     pub fn mma_plan(&self, a: Value, b: Value, precision: DotPrecision) -> Option<super::mma::MmaPlan> {
         let mut p = super::mma::plan_of(self.kernel, &|v| self.def(v), a, b, precision)?;
         p.in_regs = p.kind == super::mma::MmaKind::Tf32
             && self.loaded_along(a, 1)
             && self.loaded_along(b, 0)
             && super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps).is_some();
+        if !p.in_regs {
+            let at = |st: super::mma::Staged| self.fused_reads.get(&st.value).copied();
+            p = p.reading_buffers(at(p.a), at(p.b));
+        }
         Some(p)
     }
 
@@ -520,6 +610,14 @@ impl<'k> Assignment<'k> {
                     self.mma_acc.extend(res);
                 }
                 let (a, b) = match plan {
+                    // Operands read from a shared buffer need only their stage.
+                    Some(p) if p.a.buffer.is_some() || p.b.buffer.is_some() => {
+                        let mut want = |st: super::mma::Staged| match st.buffer {
+                            Some((_, stage)) => (stage, self.scalar),
+                            None => (st.value, self.staged_layout(st.value)),
+                        };
+                        return vec![want(p.a), want(p.b), (*acc, res.expect("dot has a layout"))];
+                    }
                     Some(p) if p.in_regs => {
                         let (la, lb) = super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps)
                             .expect("planned in registers");
@@ -642,9 +740,7 @@ impl<'k> Assignment<'k> {
                 }
                 Op::Dot { a, b, acc, precision } => {
                     let l = match self.mma_plan(*a, *b, *precision) {
-                        Some(p) => self
-                            .table
-                            .intern(super::mma::acc_layout(p.m, p.n, self.kernel.num_warps, p.kind)),
+                        Some(p) => self.table.intern(p.acc_layout(self.kernel.num_warps)),
                         None => self.natural_or_default(*acc),
                     };
                     self.set_real(r.unwrap(), l);

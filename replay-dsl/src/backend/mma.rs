@@ -10,15 +10,21 @@
 //! threads hold two n-tiles or more numbers its columns differently, so that every thread
 //! holds runs of 4 columns (16-byte loads and stores of the result and of a loaded
 //! accumulator, not 8-byte ones): the first register N bit is column bit 1 and the lane bits
-//! 0, 1 columns bits 2, 3 ([`acc_layout`]); a tile's registers are then those of
-//! [`tile_regs`], and an n-tile's 8 positions the columns its B fragment loads read
-//! ([`n_position_bits`]).
+//! 0, 1 columns bits 2, 3 ([`acc_layout`]) — or, where B is 16-bit and staged
+//! ([`MmaPlan::interleaved`]), that register bit is column bit 0 and the fragment's own column
+//! bit 1, so that two n-tiles interleave and one 32-bit B load serves both; a tile's registers
+//! are then those of [`tile_regs`], and an n-tile's 8 positions the columns its B fragment
+//! loads read ([`n_position_bits`]).
 //!
 //! A `[M, K]` and B `[K, N]` are staged row-major in shared memory with padded rows, so that
 //! the fragment loads of a warp hit distinct banks. A dot of bf16 (or f16) operands, or of casts
 //! to f32 from them on both sides, runs `m16n8k16` on the 16-bit values, loaded with
-//! `ldmatrix`; other f32 dots run `m16n8k8` on tf32 parts (3xTF32), loaded element by element
-//! with `ld.shared` (an operand cast from a 16-bit float is staged as its source and widened).
+//! `ldmatrix`; other f32 dots run `m16n8k8` on tf32 parts (3xTF32), loaded with `ld.shared`
+//! two elements at a time (an operand cast from a 16-bit float is staged as its source and
+//! widened): K is permuted within each k-step so that a lane's two A columns and two B rows are
+//! adjacent ([`a_fragment_cells`], [`b_fragment_cells`]), and a B load reads two interleaved
+//! n-tiles where the accumulator pairs them. An operand that is a shared buffer's read is not
+//! staged: its fragments load from the buffer ([`Staged::buffer`]).
 //! A tf32 dot whose operands are both loads (or casts of loads) contiguous along K reads them
 //! from registers instead ([`register_operands`]): every thread loads its own fragments, K
 //! permuted so that they come in 16-byte runs, and nothing is staged.
@@ -69,6 +75,10 @@ pub struct Staged {
     /// emitter may lower it, for tf32 dots, to the pitch with the fewest wavefronts over the
     /// staging stores and fragment loads together: [`staging_pitch`]).
     pub pitch: usize,
+    /// The shared buffer and stage (a scalar value) whose read the operand is: its fragments
+    /// are loaded from the buffer, at the buffer's pitch, and nothing is staged (set by the
+    /// layout assignment, which knows where the read lies: [`MmaPlan::reading_buffers`]).
+    pub buffer: Option<(usize, Value)>,
 }
 
 /// How one dot `[M, K] @ [K, N]` runs on tensor cores.
@@ -95,6 +105,46 @@ pub struct MmaPlan {
     /// Both operands are read from registers in [`register_operands`] layouts instead of being
     /// staged (set by the layout assignment, which knows how the operands are loaded).
     pub in_regs: bool,
+}
+
+impl MmaPlan {
+    /// Whether the result's n-tiles interleave ([`acc_layout`]): a staged tf32 dot whose B is
+    /// 16-bit, so that a lane loads its B elements of two tiles as one 32-bit word.
+    pub fn interleaved(&self) -> bool {
+        self.kind == MmaKind::Tf32 && !self.in_regs && self.b.elem.bytes() == 2
+    }
+
+    /// The layout of the result ([`acc_layout`]).
+    pub fn acc_layout(&self, num_warps: u32) -> Layout {
+        acc_layout(self.m, self.n, num_warps, self.kind, self.interleaved())
+    }
+
+    /// This plan with operand A read from stage `a` of a shared buffer (`(buffer, stage)`)
+    /// and B from `b`, where given: those operands take no staging bytes.
+    pub fn reading_buffers(self, a: Option<(usize, Value)>, b: Option<(usize, Value)>) -> MmaPlan {
+        let (a, b) = (
+            Staged {
+                buffer: a.or(self.a.buffer),
+                ..self.a
+            },
+            Staged {
+                buffer: b.or(self.b.buffer),
+                ..self.b
+            },
+        );
+        let staged = |st: Staged, rows: usize| match st.buffer {
+            Some(_) => 0,
+            None => rows * st.pitch * st.elem.bytes(),
+        };
+        let b_base = staged(a, self.m).div_ceil(16) * 16;
+        MmaPlan {
+            a,
+            b,
+            b_base,
+            bytes: b_base + staged(b, self.k),
+            ..self
+        }
+    }
 }
 
 /// The value staged for operand `v` and its element type: the source of a cast from f16 or bf16
@@ -146,15 +196,21 @@ pub fn plan_of<'k>(
         value: va,
         elem: ea,
         pitch: odd_multiple(k, 16 / sa),
+        buffer: None,
     };
     let b_pitch = match kind {
-        MmaKind::Tf32 => b_fragment_pitch(n, sb, n_position_bits(&acc_layout(m, n, kernel.num_warps, kind))),
+        MmaKind::Tf32 => {
+            let interleaved = eb.bytes() == 2;
+            let acc = acc_layout(m, n, kernel.num_warps, kind, interleaved);
+            b_fragment_pitch(n, sb, n_position_bits(&acc, interleaved))
+        }
         MmaKind::Bf16 | MmaKind::F16 => odd_multiple(n, 8),
     };
     let b = Staged {
         value: vb,
         elem: eb,
         pitch: b_pitch,
+        buffer: None,
     };
     let b_base = (m * a.pitch * sa).div_ceil(16) * 16;
     let bytes = b_base + k * b.pitch * sb;
@@ -197,8 +253,8 @@ pub fn k_group_warps(acc: &Layout, k: usize, kind: MmaKind) -> Vec<usize> {
 /// warps that split K ([`k_group_warps`]) hold its top bits. `None` when K has too few bits
 /// for that (fewer than 16 elements per group).
 pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option<(Layout, Layout)> {
-    let acc = acc_layout(m, n, num_warps, MmaKind::Tf32);
-    let positions = n_position_bits(&acc);
+    let acc = acc_layout(m, n, num_warps, MmaKind::Tf32, false);
+    let positions = n_position_bits(&acc, false);
     let groups = k_group_warps(&acc, k, MmaKind::Tf32);
     let kbits = k.trailing_zeros() as usize;
     if kbits < 4 + groups.len() {
@@ -303,11 +359,10 @@ impl StagedAccess<'_> {
     }
 }
 
-/// The row pitch (elements of `elem_bytes`) in `len ..= max` (rows `align`-element aligned)
-/// with the fewest shared-memory wavefronts over the stores that stage an operand and the
-/// fragment loads that read it back; `max` (the planned pitch) on ties.
-pub fn staging_pitch(accesses: &[StagedAccess], elem_bytes: usize, len: usize, max: usize, align: usize) -> usize {
-    let cost = |pitch: usize| -> usize { accesses.iter().map(|a| a.wavefronts(pitch, elem_bytes)).sum() };
+/// The row pitch in `len ..= max` (rows `align`-element aligned) with the fewest shared-memory
+/// wavefronts `cost` (over the stores that stage an operand and the fragment loads that read it
+/// back, [`StagedAccess::wavefronts`]); `max` (the planned pitch) on ties.
+pub fn staging_pitch(len: usize, max: usize, align: usize, cost: impl Fn(usize) -> usize) -> usize {
     let mut best = (cost(max), max);
     for pitch in (len..max).rev().filter(|p| p % align.max(1) == 0) {
         let c = cost(pitch);
@@ -318,21 +373,51 @@ pub fn staging_pitch(accesses: &[StagedAccess], elem_bytes: usize, len: usize, m
     best.1
 }
 
-/// The lanes' `(k, n)` cells of a tf32 B fragment load (`b0`; `b1` is 4 rows below): lane
-/// `(g, t)` reads row `t` at the column of position `g` (`positions`: [`n_position_bits`]).
-pub fn b_fragment_cells(positions: [u32; 3]) -> Vec<(usize, usize)> {
+/// Whether an accumulator whose tiles' positions are `positions` ([`n_position_bits`]) holds
+/// its n-tiles in interleaved pairs (column bit 0 picks the tile: [`acc_layout`]'s runs of 4),
+/// so that one B fragment load reads the elements of both.
+pub fn paired_n_tiles(positions: [u32; 3]) -> bool {
+    positions[0] == 1
+}
+
+/// The distance in K between a lane's two elements of a tf32 fragment (A's `a0` and `a2`, B's
+/// `b0` and `b1`): 1 where K is `permuted` within each k-step so that they are adjacent (the
+/// fragment's `t` and `t + 4` are `2t` and `2t + 1`, in both operands: an interleaved dot,
+/// [`MmaPlan::interleaved`], whose A loads them at once where its rows allow), else 4.
+pub fn k_pair_gap(permuted: bool) -> usize {
+    if permuted {
+        1
+    } else {
+        4
+    }
+}
+
+/// The lanes' `(k, n)` cells of a tf32 B fragment load (`b0`; `b1` is [`k_pair_gap`] rows
+/// below): lane `(g, t)` reads row `2t` (`permuted`) or `t` at the column of position `g`
+/// (`positions`: [`n_position_bits`]).
+pub fn b_fragment_cells(positions: [u32; 3], permuted: bool) -> Vec<(usize, usize)> {
     let column = |g: usize| -> usize { (0..3).map(|i| ((g >> i) & 1) << positions[i]).sum() };
-    (0..32).map(|l| (l & 3, column(l >> 2))).collect()
+    let row = |t: usize| if permuted { 2 * t } else { t };
+    (0..32).map(|l| (row(l & 3), column(l >> 2))).collect()
+}
+
+/// The lanes' `(m, k)` cells of a tf32 A fragment load (`a0`; `a2` is [`k_pair_gap`] columns
+/// on, in the same load where K is `permuted` and the rows are aligned; `a1`, `a3` are 8 rows
+/// below): lane `(g, t)` reads row `g` at column `2t` (`permuted`) or `t`.
+pub fn a_fragment_cells(permuted: bool) -> Vec<(usize, usize)> {
+    let col = |t: usize| if permuted { 2 * t } else { t };
+    (0..32).map(|l| (l >> 2, col(l & 3))).collect()
 }
 
 /// The row pitch (elements of `elem_bytes`, rows 16-byte aligned) of a staged tf32 B operand
 /// with `n` columns: the smallest, within 128 bytes of padding, whose fragment loads take the
-/// fewest shared-memory wavefronts at the columns of `positions`.
+/// fewest shared-memory wavefronts at the columns of `positions` (two elements per load when
+/// the tiles are paired).
 fn b_fragment_pitch(n: usize, elem_bytes: usize, positions: [u32; 3]) -> usize {
-    let cells = b_fragment_cells(positions);
+    let cells = b_fragment_cells(positions, paired_n_tiles(positions));
     let load = StagedAccess {
         lanes: &cells,
-        width: elem_bytes,
+        width: elem_bytes << usize::from(paired_n_tiles(positions)),
         count: 1,
     };
     (n..n + 128 / elem_bytes)
@@ -351,23 +436,27 @@ fn odd_multiple(x: usize, unit: usize) -> usize {
 
 /// The layout of an mma dot's `[m, n]` result on `kind`'s instruction with `num_warps` warps
 /// (see the module doc): a tf32 dot's thread holds runs of 4 columns where it holds two
-/// n-tiles or more, the register that selects the n-tile taking column bit 1 (register bit 1:
-/// registers 0..3 are 4 columns of one row) and the lane bits 0, 1 columns bits 2, 3.
-pub fn acc_layout(m: usize, n: usize, num_warps: u32, kind: MmaKind) -> Layout {
+/// n-tiles or more (registers 0..3 are 4 columns of one row, the lane bits 0, 1 columns bits
+/// 2, 3). The fragment's own column bit (`c0`/`c1`) is column bit 0 and the register that
+/// selects between two n-tiles column bit 1 — or, `interleaved` ([`MmaPlan::interleaved`]),
+/// the other way round: the two tiles' columns interleave, so that one B fragment load of two
+/// adjacent 16-bit elements serves both.
+pub fn acc_layout(m: usize, n: usize, num_warps: u32, kind: MmaKind, interleaved: bool) -> Layout {
     let l = standard_acc_layout(m, n, num_warps);
     let first_n_reg = l.regs.iter().position(|b| b.dim == 1 && b.bit >= 3);
     match first_n_reg {
         Some(i) if kind == MmaKind::Tf32 => {
             let moved = l.regs[i].bit;
-            // Column bits: 1 ← `moved`, 2, 3 ← 1, 2 (the lane bits), and the others ≥ 3 up by
-            // one below `moved`.
+            // Column bits: `moved` ← 1 (0 interleaved), the fragment's 0 ← 0 (1), its lane
+            // bits 1, 2 ← 2, 3, and the others ≥ 3 up by one below `moved`.
+            let (tile_bit, own_bit) = if interleaved { (0, 1) } else { (1, 0) };
             let renumber = |b: Bit| -> Bit {
                 if b.dim != 1 {
                     return b;
                 }
                 let bit = match b.bit {
-                    0 => 0,
-                    x if x == moved => 1,
+                    0 => own_bit,
+                    x if x == moved => tile_bit,
                     x if x < moved => x + 1,
                     x => x,
                 };
@@ -375,8 +464,8 @@ pub fn acc_layout(m: usize, n: usize, num_warps: u32, kind: MmaKind) -> Layout {
             };
             let mut regs: Vec<Bit> = l.regs.iter().map(|b| renumber(*b)).collect();
             // Registers: column bits 0, 1, then row bit 3, then the rest as they were.
-            let col1 = regs.remove(i);
-            regs.insert(1, col1);
+            let tile = regs.remove(i);
+            regs.insert(tile_bit as usize, tile);
             Layout {
                 shape: l.shape,
                 regs,
@@ -388,32 +477,35 @@ pub fn acc_layout(m: usize, n: usize, num_warps: u32, kind: MmaKind) -> Layout {
     }
 }
 
-/// The register indices of each `m16n8` tile of an accumulator layout `acc` ([`acc_layout`]),
-/// in fragment order `c0, c1, c2, c3`: the register bits of column bit 0 and row bit 3 vary
-/// within a tile, the others pick it.
-pub fn tile_regs(acc: &Layout) -> Vec<[usize; 4]> {
-    let find = |dim: u8, bit: u8| {
-        let i = acc.regs.iter().position(|b| b.dim == dim && b.bit == bit);
-        1usize << i.expect("an accumulator layout holds column bit 0 and row bit 3 in registers")
+/// The register indices of each `m16n8` tile of an accumulator layout `acc` ([`acc_layout`],
+/// `interleaved` as it was made), in fragment order `c0, c1, c2, c3`: the register bits of the
+/// fragment's column bit (position bit 0, [`n_position_bits`]) and row bit 3 vary within a
+/// tile, the others pick it.
+pub fn tile_regs(acc: &Layout, interleaved: bool) -> Vec<[usize; 4]> {
+    let find = |dim: u8, bit: u32| {
+        let i = acc.regs.iter().position(|b| b.dim == dim && b.bit as u32 == bit);
+        1usize << i.expect("an accumulator layout holds its c0/c1 column bit and row bit 3 in registers")
     };
-    let (col, row) = (find(1, 0), find(0, 3));
+    let (col, row) = (find(1, n_position_bits(acc, interleaved)[0]), find(0, 3));
     (0..acc.num_regs())
         .filter(|r| r & (col | row) == 0)
         .map(|r| [r, r | col, r | row, r | col | row])
         .collect()
 }
 
-/// The column bits of an `m16n8` tile's 8 positions in accumulator layout `acc`: position bit
-/// 0 is column bit 0 (`c0`/`c1`), position bits 1, 2 the columns of lane bits 0, 1. A B
-/// fragment's lane `g` (lane bits 2..4) reads the column of position `g`.
-pub fn n_position_bits(acc: &Layout) -> [u32; 3] {
+/// The column bits of an `m16n8` tile's 8 positions in accumulator layout `acc` ([`acc_layout`],
+/// `interleaved` as it was made): position bits 1, 2 are the columns of lane bits 0, 1, and
+/// position bit 0 (`c0`/`c1`) the fragment's own column bit — 1 in an interleaved layout of
+/// runs of 4, else 0. A B fragment's lane `g` (lane bits 2..4) reads the column of position `g`.
+pub fn n_position_bits(acc: &Layout, interleaved: bool) -> [u32; 3] {
     let lane = |i: usize| {
         acc.lanes[i]
             .filter(|b| b.dim == 1)
             .expect("lane bits 0, 1 are columns")
             .bit as u32
     };
-    [0, lane(0), lane(1)]
+    let runs = lane(0) == 2;
+    [u32::from(runs && interleaved), lane(0), lane(1)]
 }
 
 /// [`acc_layout`] before a tf32 dot's columns are renumbered.
@@ -497,17 +589,18 @@ mod tests {
                 },
             ]
         };
+        let cost = |stores: usize| move |p: usize| access(stores).iter().map(|a| a.wavefronts(p, 4)).sum();
         // At 68 the stores conflict 4 ways (80 wavefronts), at 67 the loads 2 ways (48).
-        assert_eq!(staging_pitch(&access(16), 4, 64, 68, 1), 67);
+        assert_eq!(staging_pitch(64, 68, 1, cost(16)), 67);
         // Without stores to weigh, the planned pitch (conflict-free loads) stays.
-        assert_eq!(staging_pitch(&access(0), 4, 64, 68, 1), 68);
+        assert_eq!(staging_pitch(64, 68, 1, cost(0)), 68);
         // Rows aligned to 4 elements: only 64 and 68, and 64 puts every row in bank 0.
-        assert_eq!(staging_pitch(&access(16), 4, 64, 68, 4), 68);
+        assert_eq!(staging_pitch(64, 68, 4, cost(16)), 68);
     }
 
     #[test]
     fn acc_layout_is_the_m16n8_fragment() {
-        let l = acc_layout(16, 8, 1, MmaKind::Tf32);
+        let l = acc_layout(16, 8, 1, MmaKind::Tf32, false);
         // (register, lane) → (row, col) as in the PTX ISA's m16n8 accumulator figure.
         for lane in 0..32usize {
             for r in 0..4usize {
@@ -531,7 +624,7 @@ mod tests {
 
     #[test]
     fn warps_split_m_then_n_then_replicate() {
-        let l = acc_layout(64, 16, 8, MmaKind::Tf32);
+        let l = acc_layout(64, 16, 8, MmaKind::Tf32, false);
         assert_eq!(
             l.warps,
             vec![
@@ -541,9 +634,9 @@ mod tests {
             ]
         );
         assert_eq!(l.num_regs(), 4);
-        let l = acc_layout(16, 8, 4, MmaKind::Tf32);
+        let l = acc_layout(16, 8, 4, MmaKind::Tf32, false);
         assert_eq!(l.warps, vec![None, None]);
-        let l = acc_layout(64, 128, 4, MmaKind::Bf16);
+        let l = acc_layout(64, 128, 4, MmaKind::Bf16, false);
         assert_eq!(l.num_regs(), 64);
         assert_eq!(l.regs[2], Bit { dim: 1, bit: 3 });
     }
@@ -566,62 +659,69 @@ mod tests {
     #[test]
     fn tf32_accumulators_hold_runs_of_four_columns() {
         // [32, 128] over 4 warps: one m16 tile and 8 n-tiles per warp. Registers 0..3 are 4
-        // columns of one row, lanes t = 0..3 the next runs (64 contiguous bytes of f32).
-        let l = acc_layout(32, 128, 4, MmaKind::Tf32);
-        assert_eq!(l.contiguous_regs(), 4);
-        for lane in 0..32 {
-            let (g, t) = (lane / 4, lane % 4);
-            for r in 0..4 {
-                assert_eq!(coord(&l, lane, r), (g, 4 * t + r), "lane {lane} register {r}");
-            }
-        }
-        // Every tile is an m16n8 fragment: c0, c1 adjacent columns, c2, c3 eight rows below;
-        // its 8 positions are the columns n_position_bits names, the same for every tile.
-        let positions = n_position_bits(&l);
-        let tiles = tile_regs(&l);
-        assert_eq!(tiles.len() * 4, l.num_regs());
-        for q in &tiles {
-            let (r0, c0) = coord(&l, 0, q[0]);
+        // columns of one row, lanes t = 0..3 the next runs (64 contiguous bytes of f32), with
+        // the n-tiles apart or interleaved.
+        for interleaved in [false, true] {
+            let l = acc_layout(32, 128, 4, MmaKind::Tf32, interleaved);
+            assert_eq!(l.contiguous_regs(), 4);
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
-                for (i, &r) in q.iter().enumerate() {
-                    let p = 2 * t + i % 2;
-                    let col: usize = (0..3).map(|b| ((p >> b) & 1) << positions[b]).sum();
-                    assert_eq!(coord(&l, lane, r), (r0 + g + 8 * (i / 2), c0 + col), "tile {q:?}");
+                for r in 0..4 {
+                    assert_eq!(coord(&l, lane, r), (g, 4 * t + r), "lane {lane} register {r}");
                 }
             }
-        }
-        // One n-tile per thread, or a 16-bit dot (ldmatrix reads 8 contiguous columns): the
-        // fragment's own numbering.
-        for l in [
-            acc_layout(64, 8, 2, MmaKind::Tf32),
-            acc_layout(32, 128, 4, MmaKind::Bf16),
-        ] {
-            assert_eq!(l.contiguous_regs(), 2);
-            assert_eq!(n_position_bits(&l), [0, 1, 2]);
-            assert_eq!(tile_regs(&l)[1], [4, 5, 6, 7]);
+            // Every tile is an m16n8 fragment: c0, c1 at positions 2t, 2t + 1, c2, c3 eight
+            // rows below; its 8 positions are the columns n_position_bits names, the same for
+            // every tile: 0, 1, 4, 5, .. apart, 0, 2, 4, .. interleaved.
+            let positions = n_position_bits(&l, interleaved);
+            assert_eq!(positions, if interleaved { [1, 2, 3] } else { [0, 2, 3] });
+            let tiles = tile_regs(&l, interleaved);
+            assert_eq!(tiles.len() * 4, l.num_regs());
+            for q in &tiles {
+                let (r0, c0) = coord(&l, 0, q[0]);
+                for lane in 0..32 {
+                    let (g, t) = (lane / 4, lane % 4);
+                    for (i, &r) in q.iter().enumerate() {
+                        let p = 2 * t + i % 2;
+                        let col: usize = (0..3).map(|b| ((p >> b) & 1) << positions[b]).sum();
+                        assert_eq!(coord(&l, lane, r), (r0 + g + 8 * (i / 2), c0 + col), "tile {q:?}");
+                    }
+                }
+            }
+            // One n-tile per thread, or a 16-bit dot (ldmatrix reads 8 contiguous columns): the
+            // fragment's own numbering.
+            for l in [
+                acc_layout(64, 8, 2, MmaKind::Tf32, interleaved),
+                acc_layout(32, 128, 4, MmaKind::Bf16, interleaved),
+            ] {
+                assert_eq!(l.contiguous_regs(), 2);
+                assert_eq!(n_position_bits(&l, interleaved), [0, 1, 2]);
+                assert_eq!(tile_regs(&l, interleaved)[1], [4, 5, 6, 7]);
+            }
         }
     }
 
     #[test]
     fn tf32_b_fragments_load_at_the_pitch_with_the_fewest_wavefronts() {
         // (m, n, warps, B element bytes) → pitch, wavefronts of one fragment load, and every
-        // smaller pitch costs more. Contiguous positions (one n-tile per thread) need no
-        // padding at 8 columns; runs of 4 columns (positions at columns 0, 1, 4, 5, 8, ...)
-        // need 16 elements of padding for 16-bit rows, and no 16-byte-aligned pitch of f32
-        // rows does better than 2 wavefronts.
+        // smaller pitch costs more. f32 B: one n-tile per thread (contiguous positions) needs
+        // no padding at 8 columns; runs of 4 columns (positions at columns 0, 1, 4, 5, 8, ...)
+        // take 2 wavefronts at best. 16-bit B (K permuted: a lane reads rows 2t and 2t + 1):
+        // one n-tile needs no padding; interleaved pairs of n-tiles (positions at the even
+        // columns, two elements per load) put the rows 8 banks apart.
         for (m, n, warps, s, pitch, waves) in [
             (64, 8, 4, 4, 8, 1),
             (64, 8, 4, 2, 8, 1),
-            (32, 128, 4, 2, 128 + 16, 1),
+            (32, 128, 4, 2, 128 + 8, 1),
             (32, 128, 4, 4, 128 + 8, 2),
             (64, 64, 4, 4, 64 + 8, 2),
         ] {
-            let positions = n_position_bits(&acc_layout(m, n, warps, MmaKind::Tf32));
-            let cells = b_fragment_cells(positions);
+            let interleaved = s == 2;
+            let positions = n_position_bits(&acc_layout(m, n, warps, MmaKind::Tf32, interleaved), interleaved);
+            let cells = b_fragment_cells(positions, interleaved);
             let load = StagedAccess {
                 lanes: &cells,
-                width: s,
+                width: s << usize::from(paired_n_tiles(positions)),
                 count: 1,
             };
             let cost = |p: usize| load.wavefronts(p, s);

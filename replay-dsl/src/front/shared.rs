@@ -92,7 +92,10 @@ impl<T: Scalar> Shared<T> {
         );
     }
 
-    /// Stage `stage` as a tile. Its copy must have completed ([`wait_async`]).
+    /// Stage `stage` as a tile. Its copy must have completed ([`wait_async`]). A read that
+    /// only feeds an operand of a tensor-core `dot` on tf32 (itself or its cast to f32), later
+    /// in the same block with no copy into the buffer in between, is not loaded into registers:
+    /// the dot reads its fragments from the buffer.
     #[track_caller]
     pub fn read(&self, stage: impl Operand<i32>) -> Tile<T> {
         let b = shared_buffer(self.id);

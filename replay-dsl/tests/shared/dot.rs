@@ -73,6 +73,9 @@ pub struct DotCase {
     /// A stored M-contiguous (`[K, M]` row-major in memory), loaded as such and transposed: a
     /// staged operand whose registers run down its columns.
     pub a_m_major: bool,
+    /// B copied into a shared buffer (`copy_async`, `wait_async`) and read from it: a staged
+    /// tf32 dot loads its fragments from the buffer itself.
+    pub b_shared: bool,
 }
 
 fn param(name: &str, e: Elem) -> Param {
@@ -102,6 +105,20 @@ fn a_tile<T: Scalar>(a: Value, c: DotCase) -> Tile<T> {
     }
 }
 
+/// B `[k, n]` of program `pid` at element offsets `bo` from `b`: loaded, or with `b_shared`
+/// copied into a one-stage shared buffer and read from it.
+fn b_tile<T: Scalar>(b: Value, bo: Tile<i32>, c: DotCase) -> Tile<T> {
+    let ptr = tile_ptr::<T>(b) + bo;
+    if c.b_shared {
+        let buf = shared::<T>(1, &[c.k, c.n]);
+        buf.copy_async(0, ptr, true);
+        wait_async(0);
+        buf.read(0)
+    } else {
+        load(ptr, true)
+    }
+}
+
 /// `out = acc + a @ b` (or `a @ b`) per program, with parameters `a`, `b`, `acc`, `out`.
 pub fn kernel(c: DotCase) -> Kernel {
     let (ea, eb) = c.ops.elems();
@@ -125,39 +142,24 @@ pub fn kernel(c: DotCase) -> Kernel {
             zeros::<f32>([c.m, c.n])
         };
         let r = match c.ops {
-            Operands::F32 => dot_acc_in(
-                a_tile::<f32>(p[0], c),
-                load(tile_ptr::<f32>(p[1]) + bo, true),
-                acc,
-                c.precision,
-            ),
+            Operands::F32 => dot_acc_in(a_tile::<f32>(p[0], c), b_tile::<f32>(p[1], bo, c), acc, c.precision),
             Operands::F32Bf16Cast => dot_acc_in(
                 a_tile::<f32>(p[0], c),
-                load(tile_ptr::<bf16>(p[1]) + bo, true).cast::<f32>(),
+                b_tile::<bf16>(p[1], bo, c).cast::<f32>(),
                 acc,
                 c.precision,
             ),
             Operands::F16CastF32 => dot_acc_in(
                 a_tile::<f16>(p[0], c).cast::<f32>(),
-                load(tile_ptr::<f32>(p[1]) + bo, true),
+                b_tile::<f32>(p[1], bo, c),
                 acc,
                 c.precision,
             ),
-            Operands::Bf16 => dot_acc_in(
-                a_tile::<bf16>(p[0], c),
-                load(tile_ptr::<bf16>(p[1]) + bo, true),
-                acc,
-                c.precision,
-            ),
-            Operands::F16 => dot_acc_in(
-                a_tile::<f16>(p[0], c),
-                load(tile_ptr::<f16>(p[1]) + bo, true),
-                acc,
-                c.precision,
-            ),
+            Operands::Bf16 => dot_acc_in(a_tile::<bf16>(p[0], c), b_tile::<bf16>(p[1], bo, c), acc, c.precision),
+            Operands::F16 => dot_acc_in(a_tile::<f16>(p[0], c), b_tile::<f16>(p[1], bo, c), acc, c.precision),
             Operands::Bf16Casts => dot_acc_in(
                 a_tile::<bf16>(p[0], c).cast::<f32>(),
-                load(tile_ptr::<bf16>(p[1]) + bo, true).cast::<f32>(),
+                b_tile::<bf16>(p[1], bo, c).cast::<f32>(),
                 acc,
                 c.precision,
             ),

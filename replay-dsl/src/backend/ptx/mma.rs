@@ -1,7 +1,7 @@
 //! `acc + a @ b` on tensor cores, as planned by [`crate::backend::mma`]: A and B are staged in
 //! shared memory with padded rows, then each warp runs a loop over K that loads its fragments
-//! (`ld.shared` for tf32, `ldmatrix` for 16-bit types) and issues one `mma.sync` per `m16n8`
-//! tile of its registers and per term. f32 operands are split into tf32 parts, `x = hi + lo`
+//! (`ld.shared` of two elements for tf32, `ldmatrix` for 16-bit types) and issues one
+//! `mma.sync` per `m16n8` tile of its registers and per term. f32 operands are split into tf32 parts, `x = hi + lo`
 //! (3xTF32; `lo` is left for the tensor cores to truncate): the terms `a_lo·b_hi`, `a_hi·b_lo`,
 //! `a_hi·b_hi` accumulate in that order, and the terms of an operand exact in tf32 (a cast from
 //! a 16-bit float) have no low part; such a cast is staged as its 16-bit source and widened as
@@ -15,7 +15,9 @@
 //! do not wait on one another. At `Tf32x3Chained` (and `Tf32`) they chain on the accumulator
 //! instead: one `add` per accumulator word and k-step fewer.
 //! Register operands ([`MmaPlan::in_regs`]) skip the staging: every k-step is unrolled and
-//! takes its fragments straight from the operands' registers.
+//! takes its fragments straight from the operands' registers. An operand that is a shared
+//! buffer's read ([`crate::backend::mma::Staged::buffer`]) is not staged either: its fragments
+//! load from the buffer's stage, at the buffer's pitch.
 //! When the result has fewer `m16n8` tiles than warps, the warps that would hold copies of it
 //! split K instead, and their partial sums meet in shared memory (`sum_k_groups`).
 
@@ -24,8 +26,8 @@ use super::regs::{f32_imm, Class, Reg};
 use super::Emitter;
 use crate::backend::layout::{Layout, LayoutId, LANE_BITS};
 use crate::backend::mma::{
-    b_fragment_cells, exact_in_tf32, k_group_warps, n_position_bits, staging_pitch, MmaKind, MmaPlan, Staged,
-    StagedAccess,
+    a_fragment_cells, b_fragment_cells, exact_in_tf32, k_group_warps, k_pair_gap, n_position_bits, paired_n_tiles,
+    staging_pitch, MmaKind, MmaPlan, Staged, StagedAccess,
 };
 use crate::error::CompileError;
 use crate::ir::{DotPrecision, Value};
@@ -84,24 +86,47 @@ impl Emitter<'_> {
         };
         let (round_a, round_b) = (rounding(self, a, p.a), rounding(self, b, p.b));
         let (split_a, split_b) = (round_a == Tf32Words::Split, round_b == Tf32Words::Split);
-        let (ra, rb, racc) = (self.get(va, la)?, self.get(vb, lb)?, self.get(acc, lc)?);
+        // An operand read from a shared buffer has no registers (its operand is the stage).
+        let regs_of = |e: &mut Self, st: Staged, v: Value, l: LayoutId| match st.buffer {
+            Some(_) => Ok(Vec::new()),
+            None => e.get(v, l),
+        };
+        let (ra, rb, racc) = (
+            regs_of(self, p.a, va, la)?,
+            regs_of(self, p.b, vb, lb)?,
+            self.get(acc, lc)?,
+        );
         let p = if p.in_regs {
             p
         } else {
             self.staging_pitches(p, (la, lb), lc)
         };
+        // Where each staged operand's fragments are read: the scratch (after staging) or its
+        // buffer's stage.
+        let mut origin = [None, None];
         if !p.in_regs {
-            self.smem_begin(p.bytes);
-            self.stage(&ra, DType::Val(p.a.elem), la, 0, p.a.pitch);
-            self.stage(&rb, DType::Val(p.b.elem), lb, p.b_base, p.b.pitch);
-            emit!(self, "bar.sync 0");
+            if p.bytes > 0 {
+                self.smem_begin(p.bytes);
+            }
+            for (i, (st, regs, l, base)) in [(p.a, &ra, la, 0), (p.b, &rb, lb, p.b_base)].into_iter().enumerate() {
+                origin[i] = Some(match st.buffer {
+                    Some((buffer, stage)) => (self.buffer_stage_addr(buffer, stage)?, 0),
+                    None => {
+                        self.stage(regs, DType::Val(st.elem), l, base, st.pitch);
+                        (self.smem_base(), base)
+                    }
+                });
+            }
+            if p.bytes > 0 {
+                emit!(self, "bar.sync 0");
+            }
         }
 
         // The m16n8 tiles of this thread (their registers, and their first element's row and
         // column by their register coordinates).
         let layout = self.asg.layout(lc).clone();
         let nregs = layout.num_regs();
-        let tile_regs = crate::backend::mma::tile_regs(&layout);
+        let tile_regs = crate::backend::mma::tile_regs(&layout, p.interleaved());
         let tiles: Vec<(usize, usize)> = (tile_regs.iter())
             .map(|q| (layout.reg_coord(q[0], 0), layout.reg_coord(q[0], 1)))
             .collect();
@@ -117,10 +142,14 @@ impl Emitter<'_> {
                 .filter_map(|(i, b)| on(b).map(|b| ((LANE_BITS + i) as u32, b.bit as u32)))
                 .collect()
         };
-        // `ldmatrix.x4.trans` loads two n-tiles whose columns differ by a constant power of two.
-        let pair = (p.kind != MmaKind::Tf32 && cols.len() >= 2)
-            .then(|| cols[1] - cols[0])
-            .filter(|d| cols.chunks(2).all(|c| c.len() == 2 && c[1] - c[0] == *d));
+        // `ldmatrix.x4.trans` loads two n-tiles whose columns differ by a constant power of two;
+        // a tf32 B fragment load, two interleaved ones (columns 1 apart).
+        let pair = match p.kind {
+            MmaKind::Tf32 => paired_n_tiles(n_position_bits(&layout, p.interleaved())).then_some(1),
+            _ => (cols.len() >= 2)
+                .then(|| cols[1] - cols[0])
+                .filter(|d| cols.chunks(2).all(|c| c.len() == 2 && c[1] - c[0] == *d)),
+        };
 
         // Split K over the warps that would replicate the result (warp bits of `lc` without a
         // coordinate): group `g` of them runs k-steps `g·steps ..`, and the groups' partial sums
@@ -169,24 +198,28 @@ impl Emitter<'_> {
         }
         // Per-thread fragment addresses at k = 0.
         let (sa, sb) = (p.a.elem.bytes(), p.b.elem.bytes());
+        let [(oa, base_a), (ob, base_b)] = origin.map(|o| o.expect("a staged dot's operands have an origin"));
         let (pa, pb) = match p.kind {
             MmaKind::Tf32 => {
+                // With K permuted, lane t's fragment columns (A) and rows (B) t and t + 4 are 2t
+                // and 2t + 1, adjacent.
+                let t_bit = u32::from(p.interleaved());
                 let ar = [lane_bits(2..5, 0), warp(0)].concat();
-                let pa = self.frag_addr(0, &ar, &lane_bits(0..2, 0), p.a.pitch, sa);
+                let pa = self.frag_addr((oa, base_a), &ar, &lane_bits(0..2, t_bit), p.a.pitch, sa);
                 // Lane g of the fragment reads the column of the tile's position g.
-                let positions = n_position_bits(&layout);
+                let positions = n_position_bits(&layout, p.interleaved());
                 let bc = [(2..5).zip(positions).collect::<Vec<_>>(), warp(1)].concat();
-                let pb = self.frag_addr(p.b_base, &lane_bits(0..2, 0), &bc, p.b.pitch, sb);
+                let pb = self.frag_addr((ob, base_b), &lane_bits(0..2, t_bit), &bc, p.b.pitch, sb);
                 (pa, pb)
             }
             MmaKind::Bf16 | MmaKind::F16 => {
                 let ar = [lane_bits(0..4, 0), warp(0)].concat();
-                let pa = self.frag_addr(0, &ar, &[(4, 3)], p.a.pitch, sa);
+                let pa = self.frag_addr((oa, base_a), &ar, &[(4, 3)], p.a.pitch, sa);
                 let mut bc = warp(1);
                 if let Some(d) = pair {
                     bc.push((4, d.trailing_zeros()));
                 }
-                let pb = self.frag_addr(p.b_base, &lane_bits(0..4, 0), &bc, p.b.pitch, sb);
+                let pb = self.frag_addr((ob, base_b), &lane_bits(0..4, 0), &bc, p.b.pitch, sb);
                 (pa, pb)
             }
         };
@@ -419,43 +452,86 @@ impl Emitter<'_> {
             first_regs.map(|q| acc.reg_coord(q, dim)).collect::<BTreeSet<_>>().len()
         };
         let (m_tiles, n_tiles) = (distinct(0), distinct(1));
-        // Fragment loads: A's lane (g, t) at (g, t), B's at (k = t, n = the column of position
-        // g), one element each.
-        let a_frag: Vec<(usize, usize)> = (0..32).map(|l| (l >> 2, l & 3)).collect();
-        let b_frag = b_fragment_cells(n_position_bits(acc));
-        let pitch = |st: Staged, l: LayoutId, frag: &[(usize, usize)], loads: usize, len: usize| {
+        // Fragment loads per thread and k-step: A's lane (g, t) at (g, t) and (g, t + 4) (8 rows
+        // below too); with K permuted at (g, 2t) and (g, 2t + 1), in one load where the pitch
+        // is even. B's at (k = t and t + 4, or 2t and 2t + 1, n = the column of position g),
+        // one load for both n-tiles where they are paired (the pitch even).
+        let permuted = p.interleaved();
+        let a_loads = m_tiles * steps * 2;
+        let a_pairs = a_fragment_cells(permuted);
+        let gap = k_pair_gap(permuted);
+        let a_next: Vec<(usize, usize)> = a_pairs.iter().map(|&(r, c)| (r, c + gap)).collect();
+        let a_cost = |pitch: usize, s: usize| {
+            let at = |lanes: &[(usize, usize)], width: usize| {
+                StagedAccess {
+                    lanes,
+                    width,
+                    count: a_loads,
+                }
+                .wavefronts(pitch, s)
+            };
+            if permuted && pitch.is_multiple_of(2) {
+                at(&a_pairs, 2 * s)
+            } else {
+                at(&a_pairs, s) + at(&a_next, s)
+            }
+        };
+        let positions = n_position_bits(acc, p.interleaved());
+        let b_frag = b_fragment_cells(positions, permuted);
+        let paired = paired_n_tiles(positions);
+        let b_per_load = 1 + usize::from(paired);
+        let b_cost = |pitch: usize, s: usize| {
+            StagedAccess {
+                lanes: &b_frag,
+                width: b_per_load * s,
+                count: n_tiles * steps * 2 / b_per_load,
+            }
+            .wavefronts(pitch, s)
+        };
+        // The pitch in `len ..= planned` (rows `align`-element aligned and aligned for the
+        // staging stores' vectors) with the fewest wavefronts over those stores and the
+        // fragment loads.
+        let pitch = |st: Staged, l: LayoutId, len: usize, align: usize, loads: &dyn Fn(usize, usize) -> usize| {
             let layout = self.asg.layout(l);
             let s = st.elem.bytes();
             let vw = stage_vector(layout, s);
-            let stores = lane_coords(layout);
-            let sides = [
-                StagedAccess {
-                    lanes: &stores,
-                    width: vw * s,
-                    count: layout.num_regs() / vw,
-                },
-                StagedAccess {
-                    lanes: frag,
-                    width: s,
-                    count: loads,
-                },
-            ];
-            staging_pitch(&sides, s, len, st.pitch, vw)
+            let lanes = lane_coords(layout);
+            let stores = StagedAccess {
+                lanes: &lanes,
+                width: vw * s,
+                count: layout.num_regs() / vw,
+            };
+            staging_pitch(len, st.pitch, vw.max(align), |pitch| {
+                stores.wavefronts(pitch, s) + loads(pitch, s)
+            })
         };
+        // An operand read from a buffer has the buffer's pitch.
         let a = Staged {
-            pitch: pitch(p.a, la, &a_frag, m_tiles * steps * 4, p.k),
+            pitch: match p.a.buffer {
+                Some((buffer, _)) => self.buffer_pitch(buffer),
+                None => pitch(p.a, la, p.k, 1, &a_cost),
+            },
             ..p.a
         };
         let b = Staged {
-            pitch: pitch(p.b, lb, &b_frag, n_tiles * steps * 2, p.n),
+            pitch: match p.b.buffer {
+                Some((buffer, _)) => self.buffer_pitch(buffer),
+                None => pitch(p.b, lb, p.n, b_per_load, &b_cost),
+            },
             ..p.b
         };
         MmaPlan { a, b, ..p }
     }
 
-    /// `smem + base + (row · pitch + col) · s` where `row` and `col` gather thread-id bits.
-    fn frag_addr(&mut self, base: usize, row: &[(u32, u32)], col: &[(u32, u32)], pitch: usize, s: usize) -> Reg {
-        let sm = self.smem_base();
+    /// `origin + base + (row · pitch + col) · s` where `row` and `col` gather thread-id bits.
+    fn frag_addr(
+        &mut self,
+        (sm, base): (Reg, usize),
+        row: &[(u32, u32)],
+        col: &[(u32, u32)],
+        pitch: usize,
+        s: usize,
+    ) -> Reg {
         let (tr, tc) = (self.gather(row), self.gather(col));
         let addr = self.reg(Class::B32);
         match tr {
@@ -475,9 +551,16 @@ impl Emitter<'_> {
     fn a_frag(&mut self, p: MmaPlan, pa: Reg, off: usize, words: Tf32Words) -> Frag {
         match p.kind {
             MmaKind::Tf32 => {
-                // a0: (g, t), a1: (g + 8, t), a2: (g, t + 4), a3: (g + 8, t + 4).
+                // a0, a2: (g, t), (g, t + 4) — with K permuted (g, 2t), (g, 2t + 1), in one load
+                // where the pitch keeps them aligned; a1, a3 the same 8 rows below.
                 let s = p.a.elem.bytes();
-                let (down, right) = (8 * p.a.pitch * s, 4 * s);
+                let (down, gap) = (8 * p.a.pitch * s, k_pair_gap(p.interleaved()));
+                if gap == 1 && p.a.pitch.is_multiple_of(2) {
+                    let [a0, a2] = self.ld_tf32_pair(p.a.elem, pa, off);
+                    let [a1, a3] = self.ld_tf32_pair(p.a.elem, pa, off + down);
+                    return self.tf32_frag(&[a0, a1, a2, a3], words);
+                }
+                let right = gap * s;
                 let offs = [off, off + down, off + right, off + down + right];
                 let loaded = offs.map(|o| self.ld_tf32(p.a.elem, pa, o));
                 self.tf32_frag(&loaded, words)
@@ -498,7 +581,8 @@ impl Emitter<'_> {
     }
 
     /// The B fragments of the n8 tiles `cols` for one k-step at byte `off` from the thread's
-    /// address (tiles loaded two at a time `pair` columns apart, for `ldmatrix`).
+    /// address (tiles loaded two at a time `pair` columns apart: by `ldmatrix`, or for tf32 the
+    /// interleaved pairs of [`crate::backend::mma::acc_layout`]).
     fn b_frags(
         &mut self,
         p: MmaPlan,
@@ -510,12 +594,27 @@ impl Emitter<'_> {
     ) -> Vec<Frag> {
         let s = p.b.elem.bytes();
         match (p.kind, pair) {
-            (MmaKind::Tf32, _) => cols
+            // Interleaved pairs of n-tiles (columns n0 and n0 + 1, K permuted): b0 of both tiles
+            // in one load at (k = 2t, n = n0 + the column of position g), b1 a row below.
+            (MmaKind::Tf32, Some(_)) => {
+                let mut out = Vec::with_capacity(cols.len());
+                for c in cols.chunks(2) {
+                    assert!(c.len() == 2 && c[1] == c[0] + 1, "paired n-tiles at columns {c:?}");
+                    let o = off + c[0] * s;
+                    let [b0, b0n] = self.ld_tf32_pair(p.b.elem, pb, o);
+                    let [b1, b1n] = self.ld_tf32_pair(p.b.elem, pb, o + p.b.pitch * s);
+                    out.push(self.tf32_frag(&[b0, b1], words));
+                    out.push(self.tf32_frag(&[b0n, b1n], words));
+                }
+                out
+            }
+            (MmaKind::Tf32, None) => cols
                 .iter()
                 .map(|&n0| {
-                    // b0: (k = t, n = g), b1: (t + 4, g).
+                    // b0: (k = t, n = g), b1: (t + 4, g) (K permuted: 2t, 2t + 1).
                     let o = off + n0 * s;
-                    let loaded = [o, o + 4 * p.b.pitch * s].map(|o| self.ld_tf32(p.b.elem, pb, o));
+                    let gap = k_pair_gap(p.interleaved());
+                    let loaded = [o, o + gap * p.b.pitch * s].map(|o| self.ld_tf32(p.b.elem, pb, o));
                     self.tf32_frag(&loaded, words)
                 })
                 .collect(),
@@ -558,6 +657,29 @@ impl Emitter<'_> {
                 })
                 .collect(),
         }
+    }
+
+    /// Two adjacent staged elements of type `e` from shared memory, in one load, as f32 words.
+    fn ld_tf32_pair(&mut self, e: Elem, addr: Reg, off: usize) -> [Reg; 2] {
+        let w = [self.reg(Class::B32), self.reg(Class::B32)];
+        match e {
+            Elem::BF16 => {
+                let x = self.reg(Class::B32);
+                emit!(self, "ld.shared.b32 {x}, [{addr}+{off}]");
+                emit!(self, "shl.b32 {}, {x}, 16", w[0]);
+                emit!(self, "and.b32 {}, {x}, 0xffff0000", w[1]);
+            }
+            Elem::F16 => {
+                let x = self.reg(Class::B32);
+                let h = [self.reg(Class::B16), self.reg(Class::B16)];
+                emit!(self, "ld.shared.b32 {x}, [{addr}+{off}]");
+                emit!(self, "mov.b32 {{{}, {}}}, {x}", h[0], h[1]);
+                emit!(self, "cvt.f32.f16 {}, {}", w[0], h[0]);
+                emit!(self, "cvt.f32.f16 {}, {}", w[1], h[1]);
+            }
+            _ => emit!(self, "ld.shared.v2.b32 {{{}, {}}}, [{addr}+{off}]", w[0], w[1]),
+        }
+        w
     }
 
     /// One staged element of type `e` from shared memory as an f32 word.

@@ -318,6 +318,10 @@ impl<'k> Emitter<'k> {
             _ => {}
         }
         let r = inst.results[0];
+        if self.asg.is_fused(r) {
+            // A shared-buffer read (or its cast) that a dot loads from the buffer itself.
+            return Ok(());
+        }
         match self.asg.kind(r) {
             Kind::View => Ok(()),
             Kind::Remat => {

@@ -8,7 +8,9 @@
 //! `.ca`; narrower vectors load and store at once), masked-off vectors zero-filled by a source
 //! size of 0, then `cp.async.commit_group`; a barrier first makes sure that no thread still
 //! reads what it overwrites. A wait is `cp.async.wait_group n` and a barrier; a read is one
-//! `ld.shared` per vector of the layout its users want.
+//! `ld.shared` per vector of the layout its users want, or none where an mma dot loads its
+//! fragments from the buffer itself ([`crate::backend::assign::Assignment::is_fused`]; the
+//! fragment loads then weigh on the buffer's pitch too).
 
 use super::convert::{mem_bytes, mem_type};
 use super::mma::stage_vector;
@@ -16,7 +18,7 @@ use super::regs::{Class, Reg};
 use super::Emitter;
 use crate::backend::assign::Assignment;
 use crate::backend::layout::{Layout, LayoutId};
-use crate::backend::mma::wavefronts;
+use crate::backend::mma::{a_fragment_cells, b_fragment_cells, n_position_bits, paired_n_tiles, wavefronts};
 use crate::error::CompileError;
 use crate::ir::{Block, Kernel, Op, Value};
 use crate::types::DType;
@@ -36,7 +38,7 @@ pub(super) struct BufferPlan {
 /// buffer that overlays another starts where that one does; their region is as large as the
 /// larger of them.
 pub(super) fn plan_buffers(kernel: &Kernel, asg: &mut Assignment<'_>) -> (Vec<BufferPlan>, usize) {
-    let mut uses: Vec<Vec<(LayoutId, usize)>> = vec![Vec::new(); kernel.shared.len()];
+    let mut uses: Vec<Vec<Access>> = vec![Vec::new(); kernel.shared.len()];
     collect_uses(kernel, &kernel.body, asg, &mut uses);
     let mut plans: Vec<BufferPlan> = kernel
         .shared
@@ -47,8 +49,7 @@ pub(super) fn plan_buffers(kernel: &Kernel, asg: &mut Assignment<'_>) -> (Vec<Bu
             let shape = &buffer.shape;
             let cols = *shape.last().expect("a buffer has a shape");
             let rows: usize = shape[..shape.len() - 1].iter().product();
-            let layouts: Vec<(Layout, usize)> = uses.iter().map(|(l, w)| (asg.layout(*l).clone(), *w)).collect();
-            let pitch = if rows > 1 { row_pitch(&layouts, s, cols) } else { cols };
+            let pitch = if rows > 1 { row_pitch(uses, s, cols) } else { cols };
             let mut strides = vec![0; shape.len()];
             strides[shape.len() - 1] = s;
             let mut step = pitch * s;
@@ -81,19 +82,54 @@ pub(super) fn plan_buffers(kernel: &Kernel, asg: &mut Assignment<'_>) -> (Vec<Bu
     (plans, offset)
 }
 
-/// The layouts each buffer is copied and read in, with the bytes per access.
-fn collect_uses(kernel: &Kernel, block: &Block, asg: &mut Assignment<'_>, uses: &mut [Vec<(LayoutId, usize)>]) {
+/// One warp-wide access of a buffer's stage: each lane's `(row, column)` (the leading
+/// dimensions flattened into the row) and the bytes each lane touches.
+type Access = (Vec<(usize, usize)>, usize);
+
+/// The lanes' `(row, column)` of a warp's access to a tile held in `l` (warp bits left out).
+fn layout_access(l: &Layout, width: usize) -> Access {
+    let last = l.shape.len() - 1;
+    let lanes = (0..32)
+        .map(|lane| {
+            let row = (0..last).fold(0, |r, d| r * l.shape[d] + l.lane_coord(lane, d));
+            (row, l.lane_coord(lane, last))
+        })
+        .collect();
+    (lanes, width)
+}
+
+/// The accesses of each buffer: its copies and reads in their layouts, and the fragment loads
+/// of the mma dots that read it directly ([`Assignment::is_fused`]).
+fn collect_uses(kernel: &Kernel, block: &Block, asg: &mut Assignment<'_>, uses: &mut [Vec<Access>]) {
     for inst in &block.insts {
         match &inst.op {
             Op::CopyAsync { buffer, ptr, mask, .. } => {
                 let l = asg.copy_layout(*ptr, *mask);
                 let s = mem_bytes(kernel.shared[*buffer].dtype);
-                uses[*buffer].push((l, s * asg.layout(l).contiguous_regs().min(16 / s)));
+                let layout = asg.layout(l).clone();
+                uses[*buffer].push(layout_access(&layout, s * layout.contiguous_regs().min(16 / s)));
             }
-            Op::SharedRead { buffer, .. } => {
+            Op::SharedRead { buffer, .. } if !asg.is_fused(inst.results[0]) => {
                 if let Some(l) = asg.natural(inst.results[0]) {
                     let s = mem_bytes(kernel.shared[*buffer].dtype);
-                    uses[*buffer].push((l, s * stage_vector(asg.layout(l), s)));
+                    let layout = asg.layout(l).clone();
+                    uses[*buffer].push(layout_access(&layout, s * stage_vector(&layout, s)));
+                }
+            }
+            Op::Dot { a, b, precision, .. } => {
+                if let Some(p) = asg.mma_plan(*a, *b, *precision) {
+                    let positions = n_position_bits(&p.acc_layout(kernel.num_warps), p.interleaved());
+                    // A buffer's rows are 16-byte aligned: A's two elements in one load where K
+                    // is permuted.
+                    let permuted = p.interleaved();
+                    if let Some((buffer, _)) = p.a.buffer {
+                        let per_load = 1 + usize::from(permuted);
+                        uses[buffer].push((a_fragment_cells(permuted), per_load * p.a.elem.bytes()));
+                    }
+                    if let Some((buffer, _)) = p.b.buffer {
+                        let per_load = 1 + usize::from(paired_n_tiles(positions));
+                        uses[buffer].push((b_fragment_cells(positions, permuted), per_load * p.b.elem.bytes()));
+                    }
                 }
             }
             _ => {}
@@ -104,26 +140,19 @@ fn collect_uses(kernel: &Kernel, block: &Block, asg: &mut Assignment<'_>, uses: 
     }
 }
 
-/// The row pitch (elements) of a `[rows, cols]` tile of `s`-byte elements accessed in
-/// `layouts` (each with its bytes per access): the fewest wavefronts, padding rows by up to
-/// 128 bytes in steps that keep 16-byte rows aligned; the unpadded pitch on ties.
-fn row_pitch(layouts: &[(Layout, usize)], s: usize, cols: usize) -> usize {
+/// The row pitch (elements) of a `[rows, cols]` tile of `s`-byte elements accessed by
+/// `accesses`: the fewest wavefronts, padding rows by up to 128 bytes in steps that keep
+/// 16-byte rows aligned; the unpadded pitch on ties.
+fn row_pitch(accesses: &[Access], s: usize, cols: usize) -> usize {
     let row_bytes = cols * s;
     if !row_bytes.is_multiple_of(16) {
         return cols;
     }
-    let rank = |l: &Layout| l.shape.len();
     let cost = |pitch: usize| -> usize {
-        layouts
+        accesses
             .iter()
-            .map(|(l, width)| {
-                let last = rank(l) - 1;
-                let addrs: Vec<usize> = (0..32)
-                    .map(|lane| {
-                        let row = (0..last).fold(0, |r, d| r * l.shape[d] + l.lane_coord(lane, d));
-                        (row * pitch + l.lane_coord(lane, last)) * s
-                    })
-                    .collect();
+            .map(|(lanes, width)| {
+                let addrs: Vec<usize> = lanes.iter().map(|&(row, col)| (row * pitch + col) * s).collect();
                 wavefronts(&addrs, *width)
             })
             .sum()
@@ -166,6 +195,25 @@ impl Emitter<'_> {
             }
         }
         Ok(a)
+    }
+
+    /// The address of stage `stage` of `buffer` (its first element).
+    pub(super) fn buffer_stage_addr(&mut self, buffer: usize, stage: Value) -> Result<Reg, CompileError> {
+        let plan = self.buffers[buffer].clone();
+        let base = self.shared_array();
+        let st = self.get(stage, self.asg.scalar())?[0];
+        let a = self.reg(Class::B32);
+        emit!(self, "mad.lo.s32 {a}, {st}, {}, {base}", plan.stage_bytes);
+        if plan.offset > 0 {
+            emit!(self, "add.s32 {a}, {a}, {}", plan.offset);
+        }
+        Ok(a)
+    }
+
+    /// The row pitch of a 2-D `buffer` in elements.
+    pub(super) fn buffer_pitch(&self, buffer: usize) -> usize {
+        let strides = &self.buffers[buffer].strides;
+        strides[0] / mem_bytes(self.k.shared[buffer].dtype)
     }
 
     /// Starts copying the memory behind `ptr` into stage `stage` of `buffer` (one copy group).
@@ -287,7 +335,7 @@ mod tests {
     #[test]
     fn rows_read_whole_stay_unpadded() {
         let l = Layout::default_for(&[16, 128], 4, 4, 16);
-        assert_eq!(row_pitch(&[(l, 16)], 4, 128), 128);
+        assert_eq!(row_pitch(&[layout_access(&l, 16)], 4, 128), 128);
     }
 
     #[test]
@@ -301,7 +349,7 @@ mod tests {
                 .map(|lane| (a.lane_coord(lane, 0) * pitch + a.lane_coord(lane, 1)) * 4)
                 .collect()
         };
-        let pitch = row_pitch(&[(a.clone(), width)], 4, 128);
+        let pitch = row_pitch(&[layout_access(&a, width)], 4, 128);
         assert!(pitch > 128 && (pitch * 4).is_multiple_of(16), "pitch {pitch}");
         assert!(wavefronts(&addrs(pitch), width) < wavefronts(&addrs(128), width));
     }
