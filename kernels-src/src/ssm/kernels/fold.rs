@@ -29,7 +29,9 @@ type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 /// divide `DV`, the last value block masked, or with `TAIL` in a tile of the next power of two
 /// of its rows, as in the verification), head by head, `FC` key columns at a time: one
 /// `dot_acc` over all record rows per block (with `FC ≥ DK`, one block whose loads are all
-/// issued first, the keys once per program). Programs of rows without
+/// issued first, the keys copied once per program into shared memory, where every head's
+/// product reads them in place: no registers hold them, nothing restages them; Nano's BV32
+/// HB12 tile 125 → 80 registers). Programs of rows without
 /// the flag exit after two loads, so a launch in which few rows fold costs about its number
 /// of programs: larger `HB` for such cycles (the tuner times whole cycles). Records are held
 /// newest first (tile row `i` is record `h - 1 - i`), so the decay sums are exclusive prefix
@@ -40,9 +42,8 @@ type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 /// registers).
 ///
 /// With `RELOAD_KEYS` (a tuning axis; one block of all key columns only) the group's keys are
-/// loaded again for each head's product (from L1 or L2 after the first head) instead of held
-/// through the head loop: about 20 fewer registers (Nano's BV32 HB12 tile: 127 → 108, 96 at
-/// 5 programs per SM without spilling) for 16 KB more read per head.
+/// loaded again for each head's product (from L1 or L2 after the first head) and staged,
+/// instead of copied once into shared memory: 16 KB more read per head, no shared buffer.
 ///
 /// With `LP` the low-precision checkpoint is written too (the f16 of every element written).
 ///
@@ -109,12 +110,21 @@ pub fn mamba2_fold(
                 load(kptr, committed.expand_dims(1))
             };
             // One block of all record rows: with one block of columns too (FC ≥ DK), the
-            // group's keys are loaded once, before the heads (for each head's product with
-            // RELOAD_KEYS), and each head's checkpoint rows before its weights are computed:
-            // every load of a head is in flight at once.
-            let all_keys = (fc == DK && !RELOAD_KEYS).then(|| keys_of(cols));
+            // group's keys are copied once into shared memory, before the heads, where each
+            // head's product reads them (none held in registers; loaded again for each head's
+            // product with RELOAD_KEYS), and each head's checkpoint rows are loaded before its
+            // weights are computed: every load of a head is in flight at once.
+            let key_stage = (fc == DK && !RELOAD_KEYS).then(|| {
+                let buffer = shared::<bf16>(1, &[nr, DK]);
+                let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + cols.expand_dims(0);
+                buffer.copy_async(0, kptr, committed.expand_dims(1));
+                buffer
+            });
             // The fold of `bv` value rows (`BV`, or the last value block's tail tile).
             let fold_rows = |bv: usize| {
+                if key_stage.is_some() {
+                    wait_async(0);
+                }
                 let (v, vmask) = value_rows(DV, BV, bv, TAIL);
                 let vm = vmask.expand_dims(1);
                 // Both checkpoints of the elements at `offs` (element offsets from the slot's).
@@ -146,7 +156,10 @@ pub fn mamba2_fold(
                     let wx = (x_rec.cast::<f32>() * w.expand_dims(1)).trans();
                     match s_all {
                         Some(s_h) => {
-                            let keys = all_keys.unwrap_or_else(|| keys_of(cols));
+                            let keys = match key_stage {
+                                Some(buffer) => buffer.read(0),
+                                None => keys_of(cols),
+                            };
                             write(
                                 soff + cols.expand_dims(0),
                                 dot_acc_in(wx, keys.cast::<f32>(), gam * s_h, CHAINED),
