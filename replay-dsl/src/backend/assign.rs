@@ -475,7 +475,7 @@ impl<'k> Assignment<'k> {
     /// read from registers ([`super::mma::register_operands`]) when both are tf32 loads (or
     /// casts of loads) contiguous along K: then each thread loads its own fragments, in
     /// 16-byte runs, and the dot needs no staging and no barrier. Otherwise a staged operand
-    /// that is a shared-buffer read ([`Self::find_fused_reads`]) is loaded from its buffer.
+    /// that is a shared-buffer read ([`Self::is_fused`]) is loaded from its buffer.
     pub fn mma_plan(&self, a: Value, b: Value, precision: DotPrecision) -> Option<super::mma::MmaPlan> {
         let mut p = super::mma::plan_of(self.kernel, &|v| self.def(v), a, b, precision)?;
         p.in_regs = p.kind == super::mma::MmaKind::Tf32
