@@ -181,15 +181,8 @@ fn reg_offset(strides: &[usize], layout: &Layout, r: usize) -> usize {
 impl Emitter<'_> {
     /// The address of this thread's part (in layout `l`) of stage `stage` of `buffer`.
     fn buffer_addr(&mut self, buffer: usize, stage: Value, l: LayoutId) -> Result<Reg, CompileError> {
-        let plan = self.buffers[buffer].clone();
-        let base = self.shared_array();
-        let st = self.get(stage, self.asg.scalar())?[0];
-        let a = self.reg(Class::B32);
-        emit!(self, "mad.lo.s32 {a}, {st}, {}, {base}", plan.stage_bytes);
-        if plan.offset > 0 {
-            emit!(self, "add.s32 {a}, {a}, {}", plan.offset);
-        }
-        for (d, stride) in plan.strides.iter().enumerate() {
+        let a = self.buffer_stage_addr(buffer, stage)?;
+        for (d, stride) in self.buffers[buffer].strides.clone().iter().enumerate() {
             if let Some(t) = self.thread_coord(l, d) {
                 emit!(self, "mad.lo.s32 {a}, {t}, {stride}, {a}");
             }
