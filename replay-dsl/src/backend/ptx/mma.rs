@@ -1,8 +1,9 @@
 //! `acc + a @ b` on tensor cores, as planned by [`crate::backend::mma`]: A and B are staged in
 //! shared memory with padded rows, then each warp runs a loop over K that loads its fragments
-//! (`ld.shared` of two elements for tf32, `ldmatrix` for 16-bit types) and issues one
-//! `mma.sync` per `m16n8` tile of its registers and per term. f32 operands are split into tf32 parts, `x = hi + lo`
-//! (3xTF32; `lo` is left for the tensor cores to truncate): the terms `a_lo·b_hi`, `a_hi·b_lo`,
+//! (`ld.shared` for tf32, two elements at once where K is permuted, `ldmatrix` for 16-bit
+//! types) and issues one `mma.sync` per `m16n8` tile of its registers and per term. f32
+//! operands are split into tf32 parts, `x = hi + lo` (3xTF32; `lo` is left for the tensor
+//! cores to truncate): the terms `a_lo·b_hi`, `a_hi·b_lo`,
 //! `a_hi·b_hi` accumulate in that order, and the terms of an operand exact in tf32 (a cast from
 //! a 16-bit float) have no low part; such a cast is staged as its 16-bit source and widened as
 //! its fragments load. A tf32 operand's row pitch is the one with the fewest shared-memory
