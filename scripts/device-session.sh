@@ -221,14 +221,14 @@ memcheck() { # out-of-bounds and misaligned accesses of every SSM kernel, tail t
   "${sanitize[@]}" "$bin" bench-ssm --model nemotron3-super-120b,nemotron3-nano-4b --batch 16 --drafts 8 \
     --no-tune &&
     REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda "${sanitize[@]}" .carry/tests/replay-kernels-ssm_verify \
-      --test-threads=1 the_last_value_block chained_products flat_value_rows
+      --test-threads=1 the_last_value_block chained_products
 }
 
 racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of the dot products
   export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
   local sanitize=(compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1)
   "${sanitize[@]}" .carry/tests/replay-kernels-ssm_verify --test-threads=1 speculative_window_16 two_precisions \
-    the_last_value_block flat_value_rows &&
+    the_last_value_block &&
     "${sanitize[@]}" .carry/tests/replay-dsl-gpu_dot --test-threads=1
 }
 

@@ -41,8 +41,6 @@ struct Case {
     reload_keys: bool,
     /// The verification's `CHAINED` (its products chained on their accumulators).
     chained: bool,
-    /// The verification's `FLAT` (blocks of flat value rows across its heads' boundaries).
-    flat: bool,
     /// The decode step's `EARLY` (its checkpoint load before the counters).
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
@@ -73,7 +71,6 @@ impl Case {
             tail: false,
             reload_keys: false,
             chained: false,
-            flat: false,
             early: false,
             lp: false,
             seed,
@@ -146,7 +143,6 @@ fn run(case: Case) {
         tail,
         reload_keys,
         chained,
-        flat,
         early,
         lp,
         seed,
@@ -190,7 +186,6 @@ fn run(case: Case) {
         tail,
         reload_keys,
         chained,
-        flat,
         early,
         lp,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
@@ -242,7 +237,7 @@ fn run(case: Case) {
                 // With LP the verification reads the f16 checkpoints: their rounding bounds the
                 // outputs' extra error.
                 let ckpt_before = lp.then(|| host(&s, &ring.ckpt));
-                launch(&verify_k, &s, config.verify_grid(batch), &args);
+                launch(&verify_k, &s, grid, &args);
                 // The pre-flush, for the rows whose flag is set.
                 let mut fold_args = vec![arg(&par[0]), arg(&slot_idx)];
                 fold_args.extend(ring.args());
@@ -454,49 +449,6 @@ fn the_last_value_block_is_masked_or_takes_a_smaller_tile() {
             tail,
             lp,
             ..Case::new(shape, 500 + i as u64)
-        });
-    }
-}
-
-/// Nano's 80 value rows per head, at a small key width (one group of 4 heads).
-const DV_80: ModelShape = ModelShape {
-    name: "dv-80",
-    dv: 80,
-    dk: 32,
-    heads: 4,
-    groups: 1,
-    ..CPU_TEST
-};
-
-/// `FLAT`: the verification's blocks of `BV` flat value rows run across its `HB` heads'
-/// boundaries. Blocks that straddle two heads (20, 19 and 80 value rows at `BV` 8, 16, 32 and
-/// 64) take each row's factors from its head and the records' weights in two factors; blocks
-/// that do not (`BV` dividing `DV`) the per-head form. Plain, `PREFETCH` and `ASYNC` head
-/// loops, tiers, two precisions and chained products, with decode steps between verifications.
-#[test]
-fn flat_value_rows_match_the_recurrence() {
-    // (shape, BV, HB, PREFETCH, ASYNC, TIERS, LP, CHAINED)
-    let cases = [
-        (DV_20, 8, 2, false, false, false, false, false),
-        (DV_20, 16, 4, false, true, true, false, false),
-        (DV_19, 8, 8, true, false, true, true, false),
-        (CPU_TEST, 4, 3, false, true, false, false, false),
-        (DV_80, 64, 4, false, true, true, false, false),
-        (DV_80, 32, 2, false, true, true, true, true),
-    ];
-    for (i, (shape, bv, hb, prefetch, async_copy, tiers, lp, chained)) in cases.into_iter().enumerate() {
-        run(Case {
-            gated: i % 2 == 0,
-            bv,
-            hb,
-            prefetch,
-            shared_weights: false,
-            async_copy,
-            tiers,
-            lp,
-            chained,
-            flat: true,
-            ..Case::new(shape, 1100 + i as u64)
         });
     }
 }

@@ -445,8 +445,6 @@ pub struct ReplayConfig {
     pub reload_keys: bool,
     /// The verification's `CHAINED` (its products chained on their accumulators).
     pub chained: bool,
-    /// The verification's `FLAT` (blocks of flat value rows across its heads' boundaries).
-    pub flat: bool,
     /// The fold's `FC` (key columns per flush block).
     pub fc: usize,
     /// The replay step's `FR` (state rows per flush block).
@@ -475,7 +473,6 @@ impl ReplayConfig {
             tail: false,
             reload_keys: false,
             chained: false,
-            flat: false,
             fc: 32,
             fr: 8,
             lp: false,
@@ -529,7 +526,6 @@ impl ReplayConfig {
                 TIERS: self.tiers,
                 TAIL: self.tail,
                 CHAINED: self.chained,
-                FLAT: self.flat,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },
@@ -568,7 +564,7 @@ impl ReplayConfig {
         (batch as u32, (self.shape.heads * self.shape.dv / self.bv) as u32, 1)
     }
 
-    /// The fold's launch grid for `batch` rows, and the verification's without `FLAT`:
+    /// The verification's and the fold's launch grid for `batch` rows:
     /// `(⌈dv / BV⌉, heads / HB, batch)`.
     pub fn grid(self, batch: usize) -> (u32, u32, u32) {
         (
@@ -576,13 +572,6 @@ impl ReplayConfig {
             (self.shape.heads / self.hb) as u32,
             batch as u32,
         )
-    }
-
-    /// The verification's launch grid for `batch` rows: [`Self::grid`], or with `FLAT` one
-    /// program per `HB` heads, `(1, heads / HB, batch)`.
-    pub fn verify_grid(self, batch: usize) -> (u32, u32, u32) {
-        let (blocks, heads, rows) = self.grid(batch);
-        (if self.flat { 1 } else { blocks }, heads, rows)
     }
 }
 

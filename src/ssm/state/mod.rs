@@ -27,8 +27,8 @@ mod replay;
 pub use conventional::Mamba2ConventionalState;
 pub use io::{Mamba2Weights, StepIo};
 pub use plan::{
-    flat_row_grid, head_block_grid, step_grid, verify_grid, ConventionalPlan, Next, ReplayPlan, Tiles,
-    DEFAULT_FLUSH_COLUMNS, DEFAULT_FLUSH_ROWS, HEAD_BLOCK_PROGRAMS,
+    flat_row_grid, head_block_grid, step_grid, ConventionalPlan, Next, ReplayPlan, Tiles, DEFAULT_FLUSH_COLUMNS,
+    DEFAULT_FLUSH_ROWS, HEAD_BLOCK_PROGRAMS,
 };
 pub use replay::Mamba2ReplayState;
 

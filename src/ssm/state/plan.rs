@@ -23,12 +23,6 @@ pub fn head_block_grid(shape: &ModelShape, batch: usize, hb: usize, bv: usize) -
     Grid::new(shape.dv.div_ceil(bv) as u32, (shape.heads / hb) as u32, batch as u32)
 }
 
-/// The verification's grid: [`head_block_grid`], or with `flat` (its `FLAT`) one program per
-/// `hb` heads and batch row, `(1, heads / hb, batch)`.
-pub fn verify_grid(shape: &ModelShape, batch: usize, hb: usize, bv: usize, flat: bool) -> Grid {
-    head_block_grid(shape, batch, hb, if flat { shape.dv } else { bv })
-}
-
 /// The largest power of two up to `most` (a power of two) dividing the state rows of a group
 /// (`heads/groups · dv`): a flat-row tile whose programs each stay in one group.
 fn group_row_tile(shape: &ModelShape, most: usize) -> usize {
@@ -100,10 +94,6 @@ pub struct Tiles {
     /// (`DotPrecision::Tf32x3Chained`, its `CHAINED`; other kernels ignore it).
     #[serde(default)]
     pub chained_dots: bool,
-    /// The verification tiles the flat value rows of its `hb` heads, `bv` rows per block across
-    /// head boundaries, all of them in one program (its `FLAT`; other kernels ignore it).
-    #[serde(default)]
-    pub flat_rows: bool,
 }
 
 impl Tiles {
@@ -112,8 +102,7 @@ impl Tiles {
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
     /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
     /// last value block in a tile of its own rows, `reload` with the keys loaded per head,
-    /// `chained` with the verification's products chained on their accumulators, `flat` with its
-    /// flat value rows, `fc=..` with
+    /// `chained` with the verification's products chained on their accumulators, `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -129,7 +118,6 @@ impl Tiles {
         let tail = if self.tail_tiles { " tail" } else { "" };
         let reload = if self.reload_keys { " reload" } else { "" };
         let chained = if self.chained_dots { " chained" } else { "" };
-        let flat = if self.flat_rows { " flat" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -141,7 +129,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{flat}{fc}{fr}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -223,7 +211,6 @@ impl ReplayPlan {
             tail_tiles: false,
             reload_keys: false,
             chained_dots: false,
-            flat_rows: false,
         };
         ReplayPlan {
             window,
@@ -282,7 +269,6 @@ impl ConventionalPlan {
             tail_tiles: false,
             reload_keys: false,
             chained_dots: false,
-            flat_rows: false,
         };
         ConventionalPlan {
             decode: t,

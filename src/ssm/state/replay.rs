@@ -3,7 +3,7 @@
 use super::common::{fill, LayerCore};
 use super::io::StepIo;
 use super::launch::{buf, compile_layer_kernel, go, preload_all, preload_job};
-use super::plan::{verify_grid, Next, ReplayPlan};
+use super::plan::{Next, ReplayPlan};
 use super::{DecodeLayer, Result};
 use half::bf16;
 use replay_kernels::ssm::kernels::commit::mamba2_commit;
@@ -97,7 +97,7 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles, CHAINED: tiles.chained_dots, FLAT: tiles.flat_rows)
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles, CHAINED: tiles.chained_dots)
             })
             .transpose()?;
         let fold_k = (t > 0)
@@ -276,8 +276,7 @@ impl Mamba2ReplayState {
             )));
         }
         self.check_io(io, n)?;
-        let tiles = self.plan.verify;
-        let grid = verify_grid(&self.core.shape, self.core.batch, tiles.hb, tiles.bv, tiles.flat_rows);
+        let grid = self.core.grid(self.plan.verify.hb, self.plan.verify.bv);
         go(k, stream, grid, &self.verify_args(io, n))
     }
 

@@ -8,13 +8,13 @@ use super::space::{
     Shortlist, FLAT_ROW_WARPS_PER_SM, FOLD_WARPS_PER_SM, HEAD_BLOCK_WARPS_PER_SM, TILE_SHORTLIST,
 };
 use super::Result;
-use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid, verify_grid};
+use crate::ssm::state::{flat_row_grid, head_block_grid, step_grid};
 use replay_dsl::KernelDef;
 use replay_kernels::ssm::kernels::decode::mamba2_decode;
 use replay_kernels::ssm::kernels::fold::mamba2_fold;
 use replay_kernels::ssm::kernels::replay::mamba2_replay_step;
 use replay_kernels::ssm::kernels::value_blocks::tail_rows;
-use replay_kernels::ssm::kernels::verify::{flat_fits, half_record_rows, mamba2_verify};
+use replay_kernels::ssm::kernels::verify::{half_record_rows, mamba2_verify};
 use replay_kernels::ssm::shapes::ModelShape;
 use replay_runtime::tune::{Autotuner, Fill, Problem, SearchSpace};
 
@@ -190,11 +190,6 @@ pub fn tune_verify_tiles(
         .axis("ASYNC", [0, 1])
         .axis("TIERS", [0, 1])
         .axis("TAIL", [0, 1])
-        .axis("FLAT", [0, 1])
-        .constraint(
-            "flat value rows where blocks tile the heads' rows, without tails or shared weights",
-            |c: &C, _| !c.FLAT || flat_fits(c.HB, c.DV, c.BV, c.TAIL, c.SHARED_WEIGHTS),
-        )
         .constraint(
             "the next head's checkpoint rows either prefetched or copied",
             |c: &C, _| !(c.PREFETCH && c.ASYNC),
@@ -206,7 +201,7 @@ pub fn tune_verify_tiles(
         .constraint(TAIL_WHERE, |c: &C, _| !c.TAIL || tail_rows(c.DV, c.BV) < c.BV)
         .register_limit();
     let grid_shape = *shape;
-    let problem = Problem::new(move |c: &C| verify_grid(&grid_shape, batch, c.HB, c.BV, c.FLAT))
+    let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
         .scalar("n_drafts", drafts as i32)

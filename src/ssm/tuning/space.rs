@@ -241,7 +241,6 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         tail_tiles: get("TAIL", 0) != 0,
         reload_keys: get("RELOAD_KEYS", 0) != 0,
         chained_dots: get("CHAINED", 0) != 0,
-        flat_rows: get("FLAT", 0) != 0,
     }
 }
 

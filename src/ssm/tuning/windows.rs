@@ -306,7 +306,6 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("TAIL", tiles.tail_tiles as i64),
         ("RELOAD_KEYS", tiles.reload_keys as i64),
         ("CHAINED", tiles.chained_dots as i64),
-        ("FLAT", tiles.flat_rows as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))
@@ -623,7 +622,6 @@ mod tests {
             tail_tiles: true,
             reload_keys: true,
             chained_dots: true,
-            flat_rows: true,
         };
         for tiles in [on, plan.verify, plan.fold, plan.step] {
             assert_eq!(window_of(&window_values(51, &tiles)), (51, tiles));

@@ -1,6 +1,5 @@
-//! The loop over a program's units of the verification (its value heads, or with `FLAT` its
-//! blocks of flat value rows): each unit's checkpoint rows times the queries, and its other
-//! inputs, pipelined across units.
+//! The loop over a program's value heads of the verification: each head's checkpoint rows
+//! times the queries, and its other inputs, pipelined across heads.
 
 use replay_dsl::prelude::*;
 
@@ -34,8 +33,7 @@ pub(super) struct HeadRows<'a, T: Float> {
     pub precision: DotPrecision,
 }
 
-/// The loop over the program's `count` units from `first` (heads, or blocks of flat value rows:
-/// below, a "head" is a unit): each head's inputs (`loads`) and
+/// The loop over the program's `hb` heads from `head0`: each head's inputs (`loads`) and
 /// checkpoint rows (`rows`) loaded, then `per_head` given its rows times the queries (computed
 /// when it asks, right before their use). With `ASYNC` (`stages`) the rows are double-buffered
 /// in shared memory (the next head's copied while this head computes, no registers held for
@@ -44,8 +42,8 @@ pub(super) struct HeadRows<'a, T: Float> {
 /// products (two heads' tiles live: more registers).
 #[kernel_fn]
 pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
-    first: Tile<i32>,
-    count: usize,
+    head0: Tile<i32>,
+    hb: usize,
     prefetch: bool,
     rows: HeadRows<'_, T>,
     loads: HeadLoads<'_, R, E>,
@@ -60,14 +58,14 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
         precision,
     } = rows;
     if let Some(buf) = stages {
-        buf.copy_async(0, ptr(first), mask);
-        let mut ahead = (loads.ahead)(first, full([], true));
-        for hc in range(0, count as i32) {
-            let next = hc + 1 < count as i32;
-            buf.copy_async((hc + 1) & 1, ptr(first + hc + 1), mask & next);
+        buf.copy_async(0, ptr(head0), mask);
+        let mut ahead = (loads.ahead)(head0, full([], true));
+        for hc in range(0, hb as i32) {
+            let next = hc + 1 < hb as i32;
+            buf.copy_async((hc + 1) & 1, ptr(head0 + hc + 1), mask & next);
             let this = ahead;
-            ahead = (loads.ahead)(first + hc + 1, next);
-            let own = (loads.own)(first + hc, full([], true));
+            ahead = (loads.ahead)(head0 + hc + 1, next);
+            let own = (loads.own)(head0 + hc, full([], true));
             let sq = || {
                 wait_async(1);
                 dot_in(buf.read(hc & 1), q, precision)
@@ -76,16 +74,16 @@ pub(super) fn head_loop<T: Float, R: Carry, E: Carry>(
         }
     } else if prefetch {
         let tiles = |head: Tile<i32>, m: Tile<bool>| (both(head, m), load(ptr(head), mask & m));
-        let mut next = tiles(first, full([], true));
-        for hc in range(0, count as i32) {
+        let mut next = tiles(head0, full([], true));
+        for hc in range(0, hb as i32) {
             let ((own, this), st) = next;
-            next = tiles(first + hc + 1, hc + 1 < count as i32);
+            next = tiles(head0 + hc + 1, hc + 1 < hb as i32);
             per_head(hc, &|| dot_in(st, q, precision), own, this);
         }
     } else {
-        for hc in range(0, count as i32) {
-            let (own, this) = both(first + hc, full([], true));
-            let st = load(ptr(first + hc), mask);
+        for hc in range(0, hb as i32) {
+            let (own, this) = both(head0 + hc, full([], true));
+            let st = load(ptr(head0 + hc), mask);
             per_head(hc, &|| dot_in(st, q, precision), own, this);
         }
     }

@@ -33,13 +33,6 @@ pub const fn half_record_rows(l: usize, t: usize) -> Option<usize> {
     }
 }
 
-/// Whether `FLAT` applies to a tile: blocks of `bv` flat value rows tile the `hb · dv` rows of
-/// a program's heads, each within two heads (`bv ≤ dv`), with neither `TAIL` (no value blocks)
-/// nor `SHARED_WEIGHTS` (the weights are picked per value row).
-pub const fn flat_fits(hb: usize, dv: usize, bv: usize, tail: bool, shared_weights: bool) -> bool {
-    (hb * dv).is_multiple_of(bv) && bv <= dv && !tail && !shared_weights
-}
-
 /// The slice of `t` (first axis: head lanes) at the lane where the one-hot `[HBP]` mask `lane`
 /// is set, as a select and a sum over the lanes (in registers when that axis is).
 fn head_lane(t: Tile<f32>, lane: Tile<bool>) -> Tile<f32> {
@@ -187,15 +180,10 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] TIERS: bool,
     #[constexpr(default = false)] TAIL: bool,
     #[constexpr(default = false)] CHAINED: bool,
-    #[constexpr(default = false)] FLAT: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
     static_assert(L >= 1 && T >= 1 && T <= L, "1 ≤ T ≤ L");
-    static_assert(
-        !FLAT || flat_fits(HB, DV, BV, TAIL, SHARED_WEIGHTS),
-        "FLAT needs BV dividing HB·DV, BV ≤ DV, and neither TAIL nor SHARED_WEIGHTS",
-    );
     let dots = match CHAINED {
         true => DotPrecision::Tf32x3Chained,
         false => DotPrecision::Tf32x3,
@@ -205,11 +193,6 @@ pub fn mamba2_verify(
     let cap = L + T;
     let tq = draft_columns(T);
     let nr_all = record_rows(L + tq);
-    // FLAT's blocks may straddle two heads (BV not dividing DV): their per-head factors are
-    // picked per value row, the records' weights factorised (below).
-    let straddles = FLAT && DV % BV != 0;
-    // The units of the head loop: the HB heads from head0, or FLAT's blocks of BV flat rows.
-    let units = if FLAT { HB * DV / BV } else { HB };
 
     let row = program_id(2);
     let head0 = program_id(1) * HB;
@@ -255,14 +238,9 @@ pub fn mamba2_verify(
                 cmat + ((tok_s * GROUPS + g) * DK).expand_dims(0) + kk.expand_dims(1),
                 true,
             );
-            let kq = if straddles {
-                // The committed records' keys only (the drafts' products are apart, below).
-                dot_in(load(krow(ring_b, pos), committed.expand_dims(1)), q_bf, dots)
-            } else {
-                let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
-                let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
-                dot_in(keys, q_bf, dots) // bf16 products are exact in f32
-            };
+            let k_draft = load(krow(bmat, tok0 + i), draft_row.expand_dims(1));
+            let keys = load_or(krow(ring_b, pos), committed.expand_dims(1), k_draft);
+            let kq = dot_in(keys, q_bf, dots); // bf16 products are exact in f32
             let q_t = q_bf.cast::<f32>();
             let q_lp = q_t.cast::<f16>();
 
@@ -273,42 +251,30 @@ pub fn mamba2_verify(
             let weighs = committed.expand_dims(1) | (is_draft.expand_dims(1) & (ii <= ss));
             let after_row = ii < ss;
 
-            // A unit's value rows are `base_of(unit) + v` of the slot's HEADS·DV flat rows (a
-            // head's rows of this program's value block, or FLAT's block of BV rows).
-            let (v, vmask) = if FLAT {
-                (arange(BV), full([BV], true))
-            } else {
-                value_rows(DV, BV, bv, TAIL)
-            };
-            let base_of = |unit: Tile<i32>| if FLAT { head0 * DV + unit * BV } else { unit * DV };
+            let (v, vmask) = value_rows(DV, BV, bv, TAIL);
             let vm = vmask.expand_dims(1);
-            // Element offsets of (value row, token r) of a unit in a [tokens, HEADS, DV] buffer:
+            // Element offsets of (value row, token r) of a head in a [tokens, HEADS, DV] buffer:
             // [BV, len r], and transposed, [len r, BV] (value rows contiguous: vector loads).
-            let xoff =
-                |unit: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + base_of(unit)).expand_dims(0) + v.expand_dims(1);
+            let xoff = |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(0) + v.expand_dims(1);
             let xoff_t =
-                |unit: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + base_of(unit)).expand_dims(1) + v.expand_dims(0);
-            // A unit's checkpoint rows [BV, DK] (element offsets), of `ckpt` or, with LP, of
+                |head: Tile<i32>, r: Tile<i32>| (r * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0);
+            // A head's checkpoint rows [BV, DK] (element offsets), of `ckpt` or, with LP, of
             // `ckpt_lp`, whose product with the queries is one f16 term (the bf16 queries are
             // exact in f16).
-            let soff_of = |unit: Tile<i32>| ((base_of(unit) + v) * DK).expand_dims(1) + kk.expand_dims(0);
-            let sptr_of = |unit: Tile<i32>| state + soff_of(unit);
-            let lp_of = |unit: Tile<i32>| ring.ckpt_lp + soff_of(unit);
-            // A unit's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
-            // records' x of the value rows [nr, BV] (the committed ones only where blocks
-            // straddle heads) and the drafts' x and z [BV, tq] (z only with HAS_Z); `head_loop`
-            // issues them before the unit's products (the drafts' a unit ahead with ASYNC).
-            let records_x = |unit: Tile<i32>, m: Tile<bool>| {
+            let soff_of = |head: Tile<i32>| ((head * DV + v) * DK).expand_dims(1) + kk.expand_dims(0);
+            let sptr_of = |head: Tile<i32>| state + soff_of(head);
+            let lp_of = |head: Tile<i32>| ring.ckpt_lp + soff_of(head);
+            // A head's loads besides its checkpoint rows [BV, DK] (none where `m` is false): the
+            // records' x of the value rows [nr, BV] and the drafts' x and z [BV, tq] (z only
+            // with HAS_Z); `head_loop` issues them before the head's products (the drafts' a
+            // head ahead with ASYNC).
+            let records_x = |head: Tile<i32>, m: Tile<bool>| {
                 let vmr = vmask.expand_dims(0) & m;
-                if straddles {
-                    load(ring_x + xoff_t(unit, pos), committed.expand_dims(1) & vmr)
-                } else {
-                    let x_draft = load(x + xoff_t(unit, tok0 + i), draft_row.expand_dims(1) & vmr);
-                    load_or(ring_x + xoff_t(unit, pos), committed.expand_dims(1) & vmr, x_draft)
-                }
+                let x_draft = load(x + xoff_t(head, tok0 + i), draft_row.expand_dims(1) & vmr);
+                load_or(ring_x + xoff_t(head, pos), committed.expand_dims(1) & vmr, x_draft)
             };
-            let drafts_xz = |unit: Tile<i32>, m: Tile<bool>| {
-                let xo = xoff(unit, tok_s);
+            let drafts_xz = |head: Tile<i32>, m: Tile<bool>| {
+                let xo = xoff(head, tok_s);
                 let x_s = load(x + xo, vm & m);
                 let z_s = HAS_Z.then(|| load(z + xo, vm & m));
                 (x_s, z_s)
@@ -370,22 +336,6 @@ pub fn mamba2_verify(
             // SHARED_WEIGHTS: the weights of all HB heads at once, before the head loop (more
             // registers held through it); else each head's in its iteration.
             let wt = SHARED_WEIGHTS.then(|| weights(None));
-            // Where FLAT's blocks straddle heads, a value row's weights depend on its head, so
-            // the records' product splits by the weights' two factors. Committed record j in
-            // column s weighs γ_{h:h+s} · w_j: `w` scales the records' x of each value row (its
-            // head's), the product's columns are then scaled by the row's γ_{h:h+s}
-            // (`rise` [HB, tq]). The drafts' rows (triangular, `drafts_weights` of a head lane
-            // [tq, tq]) are a product of their own per head, their x masked to the head's rows,
-            // with `Kᵀ Q` of the drafts' keys (`kq_drafts` [tq, tq]).
-            let rise = exp2(a2 * cs);
-            let drafts_weights = |l: Tile<bool>| {
-                let dl = head_lane(dt_d, l);
-                let rows = s.expand_dims(1);
-                let expo = cumsum(select(rows < ss, dl.expand_dims(0), 0.0), 1);
-                select(rows <= ss, exp2(head_lane(a_hb, l) * expo) * dl.expand_dims(1), 0.0)
-            };
-            let kq_drafts = || dot_in(load(krow(bmat, tok_s), live.expand_dims(1)), q_bf, dots);
-            let kq_d = straddles.then(kq_drafts);
             // The drafts' keys appended at ring positions start + h + s, by one program per group,
             // before the head loop (nothing held through it for them; this launch reads the drafts'
             // keys from `bmat`, never from those positions).
@@ -398,58 +348,32 @@ pub fn mamba2_verify(
                 hm & (live & first).expand_dims(0),
             );
 
-            // The head loop's first unit: the first head, or FLAT's first block.
-            let first = if FLAT { full([], 0) } else { head0 };
-            // One unit's outputs and records, from its tiles (`sq` gives the checkpoint rows times
-            // the queries, called right before their use); `hc` is its index in the loop.
+            // One head's outputs and records, from its tiles (`sq` gives the checkpoint rows times
+            // the queries, called right before their use); `hc` is its head lane.
             let per_head = |hc: Tile<i32>,
                             sq: &dyn Fn() -> Tile<f32>,
                             x_rec: Tile<bf16>,
                             (x_s, z_s): (Tile<bf16>, Option<Tile<bf16>>)| {
-                let unit = first + hc;
-                // The offsets [BV, tq] of x, z and y of (value row, draft), set where the
-                // per-head form computed them (its PTX unchanged by FLAT).
-                let xo;
-                // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
-                let y = if let Some(kq_d) = kq_d {
-                    // The block's rows of its first head's lane `lo`, then (`upper`) the next's.
-                    let lo = (hc * BV) / DV;
-                    let upper = v >= (lo + 1) * DV - hc * BV;
-                    let (l_lo, l_hi) = (hh == lo, hh == lo + 1);
-                    let up = upper.expand_dims(1);
-                    let pick =
-                        |t: Tile<f32>| select(up, head_lane(t, l_hi).expand_dims(0), head_lane(t, l_lo).expand_dims(0));
-                    let w_rows = select(
-                        upper.expand_dims(0),
-                        head_lane(w, l_hi).expand_dims(1),
-                        head_lane(w, l_lo).expand_dims(1),
-                    );
-                    let x_rec = x_rec.cast::<f32>() * w_rows; // [nr, BV]
-                    let x_d = x_s.cast::<f32>(); // [BV, tq]
-                    xo = xoff(unit, tok_s);
-                    let committed_y = dot_in(x_rec.trans(), kq, dots) * pick(rise);
-                    let drafts_y = dot_in(select(up, 0.0, x_d), drafts_weights(l_lo) * kq_d, dots)
-                        + dot_in(select(up, x_d, 0.0), drafts_weights(l_hi) * kq_d, dots);
-                    let d_rows = select(upper, head_lane(d_hb, l_hi), head_lane(d_hb, l_lo));
-                    pick(gam) * sq() + committed_y + drafts_y + d_rows.expand_dims(1) * x_d
-                } else {
-                    let lane = hh == if FLAT { (hc * BV) / DV } else { hc };
-                    let wt_h = match wt {
-                        Some(wt) => head_lane(wt, lane),
-                        None => weights(Some(lane)),
-                    };
-                    let wkq = wt_h * kq;
-                    let gam_h = head_lane(gam, lane);
-                    let d_h = head_lane(d_hb, lane);
-                    let x_rec = x_rec.cast::<f32>(); // [nr, BV]
-                    xo = xoff(unit, tok_s);
-                    gam_h.expand_dims(0) * sq() + dot_in(x_rec.trans(), wkq, dots) + d_h * x_s.cast::<f32>()
+                let head = head0 + hc;
+                let lane = hh == hc;
+                let wt_h = match wt {
+                    Some(wt) => head_lane(wt, lane),
+                    None => weights(Some(lane)),
                 };
+                let wkq = wt_h * kq;
+                let gam_h = head_lane(gam, lane);
+                let d_h = head_lane(d_hb, lane);
+
+                let x_rec = x_rec.cast::<f32>(); // [nr, BV]
+
+                // The drafts' outputs [BV, tq]: γ_{0:h+s} S_ckpt q_s + Σ_i W_is (k_i·q_s) x_i + D x_s.
+                let xo = xoff(head, tok_s); // x, z, y of (value row, draft)
+                let y = gam_h.expand_dims(0) * sq() + dot_in(x_rec.trans(), wkq, dots) + d_h * x_s.cast::<f32>();
                 let y = gated(y, z_s);
                 let omask = vm & live.expand_dims(0);
                 store(out + xo, y.cast::<bf16>(), omask);
                 // Append the drafts' x at ring positions start + h + s.
-                store(ring_x + xoff(unit, pos_d), x_s, omask);
+                store(ring_x + xoff(head, pos_d), x_s, omask);
             };
             if LP {
                 let rows = HeadRows {
@@ -459,7 +383,7 @@ pub fn mamba2_verify(
                     stages: stages_f16.of(bv, BV),
                     precision: dots,
                 };
-                head_loop(first, units, PREFETCH, rows, loads(), &per_head);
+                head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             } else {
                 let rows = HeadRows {
                     ptr: &sptr_of,
@@ -468,7 +392,7 @@ pub fn mamba2_verify(
                     stages: stages_f32.of(bv, BV),
                     precision: dots,
                 };
-                head_loop(first, units, PREFETCH, rows, loads(), &per_head);
+                head_loop(head0, HB, PREFETCH, rows, loads(), &per_head);
             }
         };
         // With TAIL, the last value block in a tile of its own rows where smaller than BV.
