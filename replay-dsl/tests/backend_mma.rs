@@ -7,7 +7,7 @@ mod dot;
 #[path = "prop_util.rs"]
 mod util;
 
-use dot::{kernel, pipelined_kernel, DotCase, Operands};
+use dot::{chained_kernel, kernel, pipelined_kernel, DotCase, Operands};
 use replay_dsl::ir::DotPrecision;
 use replay_dsl::{compile, Target};
 
@@ -391,5 +391,22 @@ fn shared_buffer_operands_are_read_in_place() {
             "{c:?}: not an ldmatrix bf16 dot\n{p}"
         );
         assert!(p.contains("st.shared"), "{c:?}: B not staged\n{p}");
+    }
+}
+
+/// A tf32 product whose A is another product's accumulator reads it in registers (the
+/// accumulator's layout holds each thread's A fragments, K permuted): with both first operands
+/// in registers too, nothing is staged in shared memory at one warp, nor where the warps hold
+/// whole m16 tiles of both results; warps that split the second product's K still meet there.
+#[test]
+fn accumulators_feed_the_next_product_in_registers() {
+    for (m, n1, k, warps, split) in [(16, 64, 32, 1, false), (64, 64, 32, 4, false), (32, 128, 64, 4, true)] {
+        let kern = chained_kernel(m, n1, k, 8, warps);
+        for t in Target::ALL {
+            let p = compile(&kern, t).unwrap_or_else(|e| panic!("{t}: {e}")).ptx;
+            assemble(&kern.name, t, &p);
+            assert!(p.contains(TF32), "{warps} warps: no tf32 mma\n{p}");
+            assert_eq!(p.contains("st.shared"), split, "{m}x{n1}, {warps} warps: staged\n{p}");
+        }
     }
 }

@@ -15,7 +15,7 @@ mod dot;
 #[path = "prop_util.rs"]
 mod util;
 
-use dot::{kernel, pipelined_kernel, DotCase, Operands};
+use dot::{chained_kernel, kernel, pipelined_kernel, DotCase, Operands};
 use replay_dsl::ir::DotPrecision;
 use replay_dsl::{compile, Elem};
 use replay_runtime::driver::buffer::decode_f64;
@@ -225,6 +225,51 @@ fn pipelined_dots_match_the_interpreter() {
                     "{warps} warps, same tile {same} [{i}, {j}]: GPU {g:e}, interpreter {w:e}, ratio {ratio:.3e} ({})",
                     engine(&kern, &gpu)
                 );
+            }
+        }
+    }
+}
+
+/// A product whose A is another product's accumulator, read in registers (`(a @ b) @ q`), at 1
+/// and 4 warps (whole m16 tiles per warp, and the second product's K split over warps): within
+/// twice [`TOL`] of the interpreter relative to `Σ_l (Σ_k |a_ik| |b_kl|) |q_lj|` (each product's
+/// bound, the first one's carried through the second) on fresh random inputs, every element of
+/// the poisoned output written.
+#[test]
+fn chained_products_match_the_interpreter() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rand::for_test("chained_products_match_the_interpreter");
+    let n2 = 8;
+    for (m, n1, k, warps) in [(16, 64, 32, 1), (64, 64, 32, 4), (32, 128, 64, 4)] {
+        let kern = chained_kernel(m, n1, k, n2, warps);
+        let (a, av) = random(&mut rng, Elem::F32, PROGRAMS * m * k);
+        let (b, bv) = random(&mut rng, Elem::F32, PROGRAMS * k * n1);
+        let (q, qv) = random(&mut rng, Elem::F32, PROGRAMS * n1 * n2);
+        let args = vec![a, b, q, HArg::poisoned(Elem::F32, PROGRAMS * m * n2)];
+        let grid = [PROGRAMS as u32, 1, 1];
+        let want = f32s(&run_interp(&kern, grid, &args).unwrap()[3]);
+        let got = f32s(&gpu.run(&kern, grid, &args).unwrap()[3]);
+        for p in 0..PROGRAMS {
+            for i in 0..m {
+                for j in 0..n2 {
+                    // b and q are stored K-contiguous: b[l][c] at c * k + l, q[l][j] at j * n1 + l.
+                    let scale: f64 = (0..n1)
+                        .map(|c| {
+                            let s: f64 = (0..k)
+                                .map(|l| (av[p * m * k + i * k + l] * bv[p * k * n1 + c * k + l]).abs())
+                                .sum();
+                            s * qv[p * n1 * n2 + j * n1 + c].abs()
+                        })
+                        .sum();
+                    let idx = p * m * n2 + i * n2 + j;
+                    let (g, w) = (got[idx] as f64, want[idx] as f64);
+                    let ratio = (g - w).abs() / scale;
+                    assert!(
+                        ratio <= 2.0 * TOL,
+                        "{m}x{n1}x{k}, {warps} warps, program {p} [{i}, {j}]: GPU {g:e}, interpreter {w:e}, ratio {ratio:.3e} ({})",
+                        engine(&kern, &gpu)
+                    );
+                }
             }
         }
     }

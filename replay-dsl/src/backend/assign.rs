@@ -473,20 +473,56 @@ impl<'k> Assignment<'k> {
 
     /// The tensor-core plan of the dot `a @ b`, if it runs on tensor cores. Its operands are
     /// read from registers ([`super::mma::register_operands`]) when both are tf32 loads (or
-    /// casts of loads) contiguous along K: then each thread loads its own fragments, in
-    /// 16-byte runs, and the dot needs no staging and no barrier. Otherwise a staged operand
+    /// casts of loads) contiguous along K, or A is another dot's accumulator that holds them
+    /// (`holds_fragments`): then each thread has its own fragments (loaded in 16-byte
+    /// runs), and the dot needs no staging and no barrier. Otherwise a staged operand
     /// that is a shared-buffer read ([`Self::is_fused`]) is loaded from its buffer.
     pub fn mma_plan(&self, a: Value, b: Value, precision: DotPrecision) -> Option<super::mma::MmaPlan> {
         let mut p = super::mma::plan_of(self.kernel, &|v| self.def(v), a, b, precision)?;
-        p.in_regs = p.kind == super::mma::MmaKind::Tf32
-            && self.loaded_along(a, 1)
-            && self.loaded_along(b, 0)
-            && super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps).is_some();
+        let nw = self.kernel.num_warps;
+        // A loaded along K, or an accumulator that holds the fragments (and which K bits its
+        // warps hold).
+        let a_bits = match self.loaded_along(a, 1) {
+            true => Some(0),
+            false => self.holds_fragments(a, (p.m, p.n, p.k)),
+        };
+        if let Some(bits) = a_bits.filter(|_| p.kind == super::mma::MmaKind::Tf32 && self.loaded_along(b, 0)) {
+            p.in_regs = super::mma::register_operands(p.m, p.n, p.k, nw, bits).is_some();
+            p.k_warp_bits = if p.in_regs { bits } else { 0 };
+        }
         if !p.in_regs {
             let at = |st: super::mma::Staged| self.fused_reads.get(&st.value).copied();
             p = p.reading_buffers(at(p.a), at(p.b));
         }
         Some(p)
+    }
+
+    /// If `v` is the result of a tf32 tensor-core dot whose accumulator layout gives each thread
+    /// the A fragments of the dot `[m, k] @ [k, n]` in registers (a
+    /// [`super::mma::register_operands`] layout, up to the order of the registers), the K bits
+    /// its warps hold there (`register_operands`' `k_warp_bits`): the accumulator is then the
+    /// next product's A with no staging (its K permuted within each k-step as the register
+    /// operands permute it, B the same way), as attention chains its two products.
+    fn holds_fragments(&self, v: Value, (m, n, k): (usize, usize, usize)) -> Option<u32> {
+        let Some(Op::Dot { a, b, precision, .. }) = self.def(v).map(|d| &d.op) else {
+            return None;
+        };
+        let p = self
+            .mma_plan(*a, *b, *precision)
+            .filter(|p| p.kind == super::mma::MmaKind::Tf32)?;
+        let nw = self.kernel.num_warps;
+        let acc = p.acc_layout(nw);
+        // The K bits the accumulator's warps hold where the next dot splits K over warps.
+        let next = super::mma::acc_layout(m, n, nw, super::mma::MmaKind::Tf32, false);
+        let mut bits = 0u32;
+        for w in super::mma::k_group_warps(&next, k, super::mma::MmaKind::Tf32) {
+            match acc.warps.get(w).copied().flatten() {
+                Some(b) if b.dim == 1 => bits |= 1 << b.bit,
+                _ => return None,
+            }
+        }
+        let (la, _) = super::mma::register_operands(m, n, k, nw, bits)?;
+        super::layout::in_warp_plan(&acc, &la).filter(|w| w.local).map(|_| bits)
     }
 
     /// True if `v` is a load, or a cast of one, whose addresses run on in steps of one element
@@ -619,8 +655,9 @@ impl<'k> Assignment<'k> {
                         return vec![want(p.a), want(p.b), (*acc, res.expect("dot has a layout"))];
                     }
                     Some(p) if p.in_regs => {
-                        let (la, lb) = super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps)
-                            .expect("planned in registers");
+                        let (la, lb) =
+                            super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps, p.k_warp_bits)
+                                .expect("planned in registers");
                         let (la, lb) = (self.table.intern(la), self.table.intern(lb));
                         self.operand_regs.extend([la, lb]);
                         return vec![(*a, la), (*b, lb), (*acc, res.expect("dot has a layout"))];

@@ -105,6 +105,9 @@ pub struct MmaPlan {
     /// Both operands are read from registers in [`register_operands`] layouts instead of being
     /// staged (set by the layout assignment, which knows how the operands are loaded).
     pub in_regs: bool,
+    /// With `in_regs`, the K bits the warps that split K hold ([`register_operands`]'s
+    /// `k_warp_bits`; 0: the top ones).
+    pub k_warp_bits: u32,
 }
 
 impl MmaPlan {
@@ -225,6 +228,7 @@ pub fn plan_of<'k>(
         b_base,
         bytes,
         in_regs: false,
+        k_warp_bits: 0,
     })
 }
 
@@ -250,9 +254,11 @@ pub fn k_group_warps(acc: &Layout, k: usize, kind: MmaKind) -> Vec<usize> {
 /// K bit 0; the k-steps → K bit 1 and K bits 4 and up. M and N are spread as in the
 /// accumulator (lane bits 2..4 → M bits 0..2 or the N bits of the tile's positions
 /// ([`n_position_bits`]), A's register bit 2 → M bit 3, the accumulator's warps), and the
-/// warps that split K ([`k_group_warps`]) hold its top bits. `None` when K has too few bits
-/// for that (fewer than 16 elements per group).
-pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option<(Layout, Layout)> {
+/// warps that split K ([`k_group_warps`]) hold its top bits, or with `k_warp_bits` (a mask,
+/// 0 for the top bits) those bits, in increasing order (as an accumulator that feeds the dot
+/// holds them where its result is the dot's A). `None` when K has too
+/// few bits for that (fewer than 16 elements per group) or the mask does not fit the warps.
+pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32, k_warp_bits: u32) -> Option<(Layout, Layout)> {
     let acc = acc_layout(m, n, num_warps, MmaKind::Tf32, false);
     let positions = n_position_bits(&acc, false);
     let groups = k_group_warps(&acc, k, MmaKind::Tf32);
@@ -261,9 +267,15 @@ pub fn register_operands(m: usize, n: usize, k: usize, num_warps: u32) -> Option
         return None;
     }
     let bit = |dim: u8, b: usize| Bit { dim, bit: b as u8 };
-    // The top K bits go to the k-group warps, in order.
-    let group_bit = |i: usize| groups.iter().position(|&w| w == i).map(|j| kbits - groups.len() + j);
-    let in_warps: Vec<usize> = (0..groups.len()).map(|j| kbits - groups.len() + j).collect();
+    // The k-group warps' K bits, in order: the top ones, or the mask's.
+    let in_warps: Vec<usize> = match k_warp_bits {
+        0 => (kbits - groups.len()..kbits).collect(),
+        mask => (4..kbits).filter(|b| mask >> b & 1 == 1).collect(),
+    };
+    if in_warps.len() != groups.len() || (k_warp_bits >> kbits) != 0 || k_warp_bits & 0xf != 0 {
+        return None;
+    }
+    let group_bit = |i: usize| groups.iter().position(|&w| w == i).map(|j| in_warps[j]);
     // One operand: K along `kd`, M (A) or N (B) along `od`.
     let operand = |kd: u8, od: u8| {
         let own: [usize; 3] = if od == 0 {

@@ -205,3 +205,29 @@ pub fn pipelined_kernel(m: usize, n: usize, k: usize, iters: usize, warps: u32, 
     })
     .unwrap_or_else(|e| panic!("tracing the pipelined product: {e}"))
 }
+
+/// `out = (a @ b) @ q` per program: `a [m, k]` row-major, `b [k, n1]` and `q [n1, n2]` stored
+/// K-contiguous, so that the first product's accumulator is the second's A (parameters `a`,
+/// `b`, `q`, `out`).
+pub fn chained_kernel(m: usize, n1: usize, k: usize, n2: usize, warps: u32) -> Kernel {
+    let params = vec![
+        param("a", Elem::F32),
+        param("b", Elem::F32),
+        param("q", Elem::F32),
+        param("out", Elem::F32),
+    ];
+    trace(&format!("chained_{m}x{n1}x{k}x{n2}"), params, vec![], warps, |p| {
+        let ptr = |i: usize| tile_ptr::<f32>(p[i]);
+        // `[rows, cols]` of program `pid`'s matrix stored `[cols, rows]` (rows contiguous).
+        let k_major = |rows: usize, cols: usize| {
+            program_id(0) * (rows * cols) as i32
+                + arange(rows).expand_dims(1)
+                + (arange(cols) * rows as i32).expand_dims(0)
+        };
+        let a = load(ptr(0) + offsets(m, k), true);
+        let b = load(ptr(1) + k_major(k, n1), true);
+        let q = load(ptr(2) + k_major(n1, n2), true);
+        store(ptr(3) + offsets(m, n2), dot(dot(a, b), q), true);
+    })
+    .unwrap_or_else(|e| panic!("tracing the chained product: {e}"))
+}

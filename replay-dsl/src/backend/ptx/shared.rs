@@ -335,7 +335,7 @@ mod tests {
     fn mma_fragment_reads_get_a_conflict_free_pitch() {
         // The A fragments of a [32, 128] × [128, 8] dot read from registers: 16-byte reads of
         // rows g = lane / 4, which share banks at a 512-byte pitch.
-        let (a, _) = register_operands(32, 8, 128, 4).expect("a register plan");
+        let (a, _) = register_operands(32, 8, 128, 4, 0).expect("a register plan");
         let width = 4 * stage_vector(&a, 4);
         let addrs = |pitch: usize| -> Vec<usize> {
             (0..32)
