@@ -216,12 +216,12 @@ jit() { # the driver's JIT against ptxas cubins: tuning time, then speed at equa
   done
 }
 
-memcheck() { # out-of-bounds and misaligned accesses of every SSM kernel, tail tiles included
+memcheck() { # out-of-bounds and misaligned accesses of every SSM kernel, tail tiles and the fold's verification included
   local sanitize=(compute-sanitizer --tool memcheck --error-exitcode 1)
   "${sanitize[@]}" "$bin" bench-ssm --model nemotron3-super-120b,nemotron3-nano-4b --batch 16 --drafts 8 \
     --no-tune &&
     REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda "${sanitize[@]}" .carry/tests/replay-kernels-ssm_verify \
-      --test-threads=1 the_last_value_block chained_products
+      --test-threads=1 the_last_value_block chained_products the_fold_verifies
 }
 
 racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of the dot products

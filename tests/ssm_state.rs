@@ -629,8 +629,8 @@ fn tuner_in(
 #[test]
 fn replay_tuning_problems_run_on_the_interpreter() {
     use replay::ssm::tuning::{
-        replay_shortlist, tune_fold_tiles, tune_replay_tiles, tune_window, window_run_steps, with_head_blocks,
-        VerifyCycles, TILE_SHORTLIST,
+        replay_shortlist, tune_fold_tiles, tune_replay_tiles, tune_window, window_run_steps, with_fold_verification,
+        with_head_blocks, VerifyCycles, TILE_SHORTLIST,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -675,7 +675,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
     assert!(short.tiles[..2].contains(&v.tiles));
     // The fold's tiles: a shortlist from single launches on rows spread over a verification
     // cycle (one in its length folding), then whole cycles over it and its first tile at every
-    // number of heads per program (TUNE: 1 and 2).
+    // number of heads per program (TUNE: 1 and 2), each also verifying the rows it folds.
     let f = tune_fold_tiles(&mut tuner, &TUNE, 2, 3, 2, 1, false).unwrap();
     assert_eq!(f.source, TuneSource::Tuned);
     assert!(f.candidates > f.tiles.len() && f.tiles.len() == TILE_SHORTLIST, "{f:?}");
@@ -683,9 +683,14 @@ fn replay_tuning_problems_run_on_the_interpreter() {
         f.tiles.iter().all(|t| [16, 32, 64, 128].contains(&t.flush_columns)),
         "{f:?}"
     );
-    let fold_tiles = with_head_blocks(&f.tiles, &TUNE);
-    for hb in [1, 2] {
-        assert!(fold_tiles.contains(&Tiles { hb, ..f.tiles[0] }), "{fold_tiles:?}");
+    let fold_tiles = with_fold_verification(&with_head_blocks(&f.tiles, &TUNE));
+    for (hb, verifies) in [(1, false), (2, false), (1, true), (2, true)] {
+        let t = Tiles {
+            hb,
+            verifies,
+            ..f.tiles[0]
+        };
+        assert!(fold_tiles.contains(&t), "{fold_tiles:?}");
     }
     let plan = ReplayPlan {
         window: v.window,
@@ -732,7 +737,7 @@ fn replay_tuning_problems_run_on_the_interpreter() {
 fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     use replay::ssm::tuning::{
         accepted_drafts, plans, tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles,
-        window_candidates, with_chained_dots, with_flush_variants, with_head_blocks,
+        window_candidates, with_chained_dots, with_flush_variants, with_fold_verification, with_head_blocks,
     };
     use replay_runtime::tune::{TuneMode, TuneSource};
     let (d, _s) = interp();
@@ -807,10 +812,12 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     let chained = with_chained_dots(first.verify.verify, &short.tiles);
     assert_eq!(joint("verify products chained"), chained.len());
     assert_eq!(chained.len(), 2 * short.tiles.len());
-    // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks.
+    // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks, each
+    // also verifying the rows it folds.
     let f = tune_fold_tiles(&mut cached, &TUNE, batch, first.verify.window, drafts, accepted, false).unwrap();
     assert_eq!(f.source, TuneSource::Cache);
-    let fold_tiles = with_head_blocks(&f.tiles, &TUNE);
+    let fold_tiles = with_fold_verification(&with_head_blocks(&f.tiles, &TUNE));
+    assert_eq!(fold_tiles.len(), 2 * with_head_blocks(&f.tiles, &TUNE).len());
     assert!(fold_tiles.contains(&first.verify.fold), "{:?}", first.verify.fold);
     assert_eq!(joint("fold tiles"), fold_tiles.len());
 
@@ -857,7 +864,7 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     // and the one-precision fold's tiles.
     let f = tune_fold_tiles(&mut cached, &TUNE, batch, verify_lp.window, drafts, accepted, true).unwrap();
     assert_eq!(f.source, TuneSource::Cache);
-    let mut fold_tiles = with_head_blocks(&f.tiles, &TUNE);
+    let mut fold_tiles = with_fold_verification(&with_head_blocks(&f.tiles, &TUNE));
     if !fold_tiles.contains(&first.verify.fold) {
         fold_tiles.push(first.verify.fold);
     }

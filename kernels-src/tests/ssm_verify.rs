@@ -45,6 +45,8 @@ struct Case {
     early: bool,
     /// Two state precisions (`LP` of every kernel): the verification reads the f16 checkpoint.
     lp: bool,
+    /// The fold verifies the rows it folds (its `VERIFY`, the verification's `FOLD_VERIFIES`).
+    fold_verifies: bool,
     seed: u64,
 }
 
@@ -73,6 +75,7 @@ impl Case {
             chained: false,
             early: false,
             lp: false,
+            fold_verifies: false,
             seed,
         }
     }
@@ -145,6 +148,7 @@ fn run(case: Case) {
         chained,
         early,
         lp,
+        fold_verifies,
         seed,
     } = case;
     let mut rng = Rng(seed);
@@ -188,6 +192,7 @@ fn run(case: Case) {
         chained,
         early,
         lp,
+        fold_verifies,
         ..ReplayConfig::new(shape, l, t_max, gated, bv, hb, warps)
     };
     let verify_k = config.verify(&dev);
@@ -238,11 +243,9 @@ fn run(case: Case) {
                 // outputs' extra error.
                 let ckpt_before = lp.then(|| host(&s, &ring.ckpt));
                 launch(&verify_k, &s, grid, &args);
-                // The pre-flush, for the rows whose flag is set.
-                let mut fold_args = vec![arg(&par[0]), arg(&slot_idx)];
-                fold_args.extend(ring.args());
-                fold_args.extend([ArgValue::I32(batch as i32), ArgValue::I32(n_slots as i32)]);
-                launch(&fold_k, &s, grid, &fold_args);
+                // The pre-flush, for the rows whose flag is set (with the verification's
+                // arguments: with `fold_verifies` it verifies those rows).
+                launch(&fold_k, &s, grid, &args);
                 let want = truth_verify(&params, &truth, &slots, &drafts, n);
                 let extra: Vec<f64> = match &ckpt_before {
                     Some(c) => (0..batch)
@@ -503,6 +506,38 @@ fn record_tiers_match_the_recurrence() {
             tiers: true,
             lp,
             ..Case::new(CPU_TEST, 40 + i as u64)
+        });
+    }
+}
+
+/// `VERIFY` / `FOLD_VERIFIES`: the rows whose flag is set are verified by the fold from their
+/// folded checkpoints (the verification leaves them), with rows at different `h` in one launch:
+/// one and two precisions, all key columns at once and in blocks (`FC` < `dk`: the products
+/// with the queries summed over the blocks), gated and not, a tail tile, with decode steps
+/// between verifications.
+#[test]
+fn the_fold_verifies_the_rows_it_folds() {
+    let cases = [
+        // (L, T, FC, lp, tail, gated)
+        (16, 4, 32, false, false, true),
+        (8, 8, 8, false, false, false),
+        (16, 3, 16, true, false, true),
+        (12, 4, 32, false, true, true),
+    ];
+    for (i, (l, t_max, fc, lp, tail, gated)) in cases.into_iter().enumerate() {
+        let shape = if tail { DV_20 } else { CPU_TEST };
+        run(Case {
+            l,
+            t_max,
+            fc,
+            lp,
+            tail,
+            gated,
+            hb: if tail { 2 } else { 3 },
+            fold_verifies: true,
+            async_copy: i % 2 == 1,
+            tiers: i == 0,
+            ..Case::new(shape, 70 + i as u64)
         });
     }
 }

@@ -154,7 +154,7 @@ fn cycle_parts(
     for c in 0..cycles {
         rs.verify_outputs(stream, io, n)?;
         marks[3 * c + 1].record(stream)?;
-        rs.pre_flush(stream)?;
+        rs.pre_flush(stream, io, n)?;
         marks[3 * c + 2].record(stream)?;
         rs.commit(stream, Next::Verify(n))?;
         marks[3 * c + 3].record(stream)?;

@@ -451,6 +451,8 @@ pub struct ReplayConfig {
     pub fr: usize,
     /// `LP` of all three: flushes write the f16 checkpoint too, the verification reads it.
     pub lp: bool,
+    /// The fold verifies the rows it folds (its `VERIFY`; the verification's `FOLD_VERIFIES`).
+    pub fold_verifies: bool,
 }
 
 impl ReplayConfig {
@@ -476,6 +478,7 @@ impl ReplayConfig {
             fc: 32,
             fr: 8,
             lp: false,
+            fold_verifies: false,
         }
     }
 
@@ -526,6 +529,7 @@ impl ReplayConfig {
                 TIERS: self.tiers,
                 TAIL: self.tail,
                 CHAINED: self.chained,
+                FOLD_VERIFIES: self.fold_verifies,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },
@@ -552,6 +556,8 @@ impl ReplayConfig {
                 LP: self.lp,
                 TAIL: self.tail,
                 RELOAD_KEYS: self.reload_keys,
+                HAS_Z: self.gated,
+                VERIFY: self.fold_verifies,
                 num_warps: self.num_warps,
                 min_blocks: 1,
             },

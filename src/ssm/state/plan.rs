@@ -94,6 +94,11 @@ pub struct Tiles {
     /// (`DotPrecision::Tf32x3Chained`, its `CHAINED`; other kernels ignore it).
     #[serde(default)]
     pub chained_dots: bool,
+    /// The fold verifies the rows it folds from their folded checkpoints, and the verification
+    /// leaves them to it (the fold's `VERIFY`, the verification's `FOLD_VERIFIES`; read from
+    /// the fold's tiles): a flushing row's checkpoint is read once per cycle instead of twice.
+    #[serde(default)]
+    pub verifies: bool,
 }
 
 impl Tiles {
@@ -102,7 +107,8 @@ impl Tiles {
     /// first, `wph` with weights per head, `async` with the next head's checkpoint rows copied
     /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
     /// last value block in a tile of its own rows, `reload` with the keys loaded per head,
-    /// `chained` with the verification's products chained on their accumulators, `fc=..` with
+    /// `chained` with the verification's products chained on their accumulators, `verifies`
+    /// with the fold verifying the rows it folds, `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -118,6 +124,7 @@ impl Tiles {
         let tail = if self.tail_tiles { " tail" } else { "" };
         let reload = if self.reload_keys { " reload" } else { "" };
         let chained = if self.chained_dots { " chained" } else { "" };
+        let verifies = if self.verifies { " verifies" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -129,7 +136,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{fc}{fr}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{verifies}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -184,7 +191,9 @@ impl ReplayPlan {
     /// of the heads per group up to 16 that still gives `batch` rows [`HEAD_BLOCK_PROGRAMS`]
     /// programs (else 1), each head's weights in its iteration, and 4 programs per SM (128
     /// registers); for the fold the same `BV`, `HB` likewise up to 4 (its launches are idle
-    /// for most verifications: fewer programs) and all key columns at once.
+    /// for most verifications: fewer programs), all key columns at once, and verifying the rows
+    /// it folds (H200, T = 8: faster at every batch but Nano's B = 1, `bench/NOTES.md`
+    /// session 34).
     pub fn default_for(shape: &ModelShape, batch: usize, window: usize, max_drafts: usize) -> ReplayPlan {
         let hpg = shape.heads_per_group();
         let head_bv = 32usize.min(shape.dv.next_power_of_two());
@@ -211,6 +220,7 @@ impl ReplayPlan {
             tail_tiles: false,
             reload_keys: false,
             chained_dots: false,
+            verifies: false,
         };
         ReplayPlan {
             window,
@@ -221,9 +231,11 @@ impl ReplayPlan {
                 shared_weights: false,
                 ..tiles(head_bv, hb_up_to(16))
             },
-            // The fold: one block of all key columns (its loads issued at once).
+            // The fold: one block of all key columns (its loads issued at once), verifying the
+            // rows it folds.
             fold: Tiles {
                 flush_columns: shape.dk,
+                verifies: true,
                 ..tiles(head_bv, hb_up_to(4))
             },
             lp: false,
@@ -269,6 +281,7 @@ impl ConventionalPlan {
             tail_tiles: false,
             reload_keys: false,
             chained_dots: false,
+            verifies: false,
         };
         ConventionalPlan {
             decode: t,

@@ -97,13 +97,13 @@ impl Mamba2ReplayState {
         let verify_k = (t > 0)
             .then(|| {
                 let tiles = plan.verify;
-                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles, CHAINED: tiles.chained_dots)
+                compile_layer_kernel!(mamba2_verify, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, PREFETCH: tiles.prefetch, SHARED_WEIGHTS: tiles.shared_weights, ASYNC: tiles.async_copy, LP: plan.lp, TIERS: tiles.record_tiers, TAIL: tiles.tail_tiles, CHAINED: tiles.chained_dots, FOLD_VERIFIES: plan.fold.verifies)
             })
             .transpose()?;
         let fold_k = (t > 0)
             .then(|| {
                 let tiles = plan.fold;
-                compile_layer_kernel!(mamba2_fold, device, shape, tiles, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles, RELOAD_KEYS: tiles.reload_keys)
+                compile_layer_kernel!(mamba2_fold, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles, RELOAD_KEYS: tiles.reload_keys, VERIFY: tiles.verifies)
             })
             .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(
@@ -205,21 +205,6 @@ impl Mamba2ReplayState {
         a
     }
 
-    fn fold_args(&self) -> Vec<ArgValue<'_>> {
-        vec![
-            buf(&self.core.weights.a),
-            buf(&self.core.slot_idx),
-            buf(self.meta()),
-            buf(&self.ckpt),
-            buf(&self.ckpt_lp),
-            buf(&self.rec_dt),
-            buf(&self.rec_x),
-            buf(&self.rec_b),
-            ArgValue::I32(self.core.batch as i32),
-            ArgValue::I32(self.core.state_slots as i32),
-        ]
-    }
-
     fn commit_args(&self, after_verify: bool, next: Next) -> Vec<ArgValue<'_>> {
         vec![
             buf(&self.core.slot_idx),
@@ -257,7 +242,7 @@ impl Mamba2ReplayState {
     /// [`Self::pre_flush`].
     pub fn verify(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
         self.verify_outputs(stream, io, n)?;
-        self.pre_flush(stream)
+        self.pre_flush(stream, io, n)
     }
 
     /// The first launch of [`Self::verify`]: the drafts' outputs (and their records appended),
@@ -280,14 +265,16 @@ impl Mamba2ReplayState {
         go(k, stream, grid, &self.verify_args(io, n))
     }
 
-    /// The second launch of [`Self::verify`]: the rows whose flags say so (`h + n > L`) fold
-    /// their committed records into their checkpoints; the others return at once. Nothing
-    /// with `T = 0`.
-    pub fn pre_flush(&self, stream: &Stream) -> Result<()> {
+    /// The second launch of [`Self::verify`] of `n` drafts: the rows whose flags say so (`h + n
+    /// > L`) fold their committed records into their checkpoints (and with
+    /// the fold's [`Tiles::verifies`](super::Tiles::verifies) verify their drafts from them); the others return at
+    /// once. Nothing with `T = 0`.
+    pub fn pre_flush(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
         match &self.fold_k {
             Some(f) => {
+                self.check_io(io, n)?;
                 let grid = self.core.grid(self.plan.fold.hb, self.plan.fold.bv);
-                go(f, stream, grid, &self.fold_args())
+                go(f, stream, grid, &self.verify_args(io, n))
             }
             None => Ok(()),
         }
@@ -313,7 +300,7 @@ impl Mamba2ReplayState {
             preload_job(&self.commit_k, &self.commit_args(true, Next::Verify(n))),
         ];
         jobs.extend(self.verify_k.as_ref().map(|k| preload_job(k, &self.verify_args(io, n))));
-        jobs.extend(self.fold_k.as_ref().map(|f| preload_job(f, &self.fold_args())));
+        jobs.extend(self.fold_k.as_ref().map(|f| preload_job(f, &self.verify_args(io, n))));
         preload_all(jobs)
     }
 

@@ -255,12 +255,9 @@ pub fn tune_fold_tiles(
     let problem = Problem::new(move |c: &C| head_block_grid(&grid_shape, batch, c.HB, c.BV))
         .scalar("batch", batch as i32)
         .scalar("slots", batch as i32 + 1)
+        .scalar("n_drafts", drafts as i32)
         .fill("meta", cycle_meta(cycle));
-    // The fold reads A and the slots, not dt_bias.
-    let fills = param_fills(batch)
-        .into_iter()
-        .chain(ring_fills())
-        .filter(|(n, _)| *n != "dt_bias");
+    let fills = param_fills(batch).into_iter().chain(ring_fills());
     let dims = shape_dims(shape, false).into_iter().chain([
         ("L", window as i64),
         ("T", drafts as i64),

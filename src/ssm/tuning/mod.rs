@@ -22,7 +22,8 @@ mod windows;
 
 pub use kernels::{tune_conventional, tune_fold_tiles, tune_replay_tiles, tune_verify_tiles};
 pub use space::{
-    replay_shortlist, with_chained_dots, with_flush_variants, with_head_blocks, Shortlist, TILE_SHORTLIST,
+    replay_shortlist, with_chained_dots, with_flush_variants, with_fold_verification, with_head_blocks, Shortlist,
+    TILE_SHORTLIST,
 };
 pub use windows::{
     accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_window, verify_run_cycles,
@@ -125,7 +126,8 @@ fn joint_note(choice: &WindowChoice, star: f64, windows: &[usize], tiles: usize)
 /// then each plan's window and tiles together by whole-window timing (cache first), once for
 /// one state precision and then, from those plans, for two (the step's, the verification's and
 /// the fold's tiles and the windows; the verification's tiles then with their products
-/// chained or not; the fold's chosen on whole verification cycles from its own shortlist);
+/// chained or not; the fold's chosen on whole verification cycles from its own shortlist, each
+/// tile also verifying the rows it folds);
 /// else the defaults (window `round(L*)`, default tiles). `verify_drafts` is the `T` of the
 /// speculative plan.
 pub fn plans(
@@ -310,7 +312,12 @@ impl TuneJob<'_> {
                 short.source,
                 short.candidates,
             );
-            let tiles = with_start(with_head_blocks(&short.tiles, &shape), verify.fold, lp);
+            // Each also verifying the rows it folds (the verification leaving them to it).
+            let tiles = with_start(
+                with_fold_verification(&with_head_blocks(&short.tiles, &shape)),
+                verify.fold,
+                lp,
+            );
             let c = cycles.tune_fold(tuner, verify, &tiles)?;
             verify.fold = c.tiles;
             note(&format!("fold tiles{tag}"), c.tiles.show(), c.source, tiles.len());

@@ -116,6 +116,23 @@ pub fn with_chained_dots(chosen: Tiles, tiles: &[Tiles]) -> Vec<Tiles> {
     all
 }
 
+/// The fold's tiles `tiles`, each also verifying the rows it folds (the fold's `VERIFY`, each
+/// once): a flushing row's checkpoint read once per cycle, for a longer fold at its own
+/// registers (H200, B = 256, T = 8: the cycle −3.5 % in both models, `bench/NOTES.md`
+/// session 34).
+pub fn with_fold_verification(tiles: &[Tiles]) -> Vec<Tiles> {
+    let mut all = Vec::with_capacity(2 * tiles.len());
+    for t in tiles {
+        for verifies in [false, true] {
+            let t = Tiles { verifies, ..*t };
+            if !all.contains(&t) {
+                all.push(t);
+            }
+        }
+    }
+    all
+}
+
 /// The fold's shortlisted tiles for the cycle timing, then the first of them with every other
 /// number of heads per program (each once): how many programs an idle fold launch runs, which
 /// single launches of rows spread over a cycle rank otherwise than whole cycles do (H200, Nano
@@ -241,6 +258,7 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         tail_tiles: get("TAIL", 0) != 0,
         reload_keys: get("RELOAD_KEYS", 0) != 0,
         chained_dots: get("CHAINED", 0) != 0,
+        verifies: get("VERIFY", 0) != 0,
     }
 }
 

@@ -306,6 +306,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("TAIL", tiles.tail_tiles as i64),
         ("RELOAD_KEYS", tiles.reload_keys as i64),
         ("CHAINED", tiles.chained_dots as i64),
+        ("VERIFY", tiles.verifies as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))
@@ -622,6 +623,7 @@ mod tests {
             tail_tiles: true,
             reload_keys: true,
             chained_dots: true,
+            verifies: true,
         };
         for tiles in [on, plan.verify, plan.fold, plan.step] {
             assert_eq!(window_of(&window_values(51, &tiles)), (51, tiles));

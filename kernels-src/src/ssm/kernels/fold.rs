@@ -1,6 +1,8 @@
 //! The pre-flush of a verification: the committed records folded into the checkpoints.
 
+use super::drafts::{DraftArgs, DraftOutputs, Drafts};
 use super::value_blocks::{by_value_block, value_rows};
+use super::verify::draft_columns;
 use super::{record_rows, slot_buffers};
 use replay_dsl::prelude::*;
 
@@ -10,6 +12,9 @@ use replay_dsl::prelude::*;
 /// k-step's products being summed apart and added with one rounding (32 adds per k-step and
 /// warp at Nano's tile).
 const CHAINED: DotPrecision = DotPrecision::Tf32x3Chained;
+
+/// The precision of `VERIFY`'s products (the verification's, without `CHAINED`).
+const VERIFY_DOTS: DotPrecision = DotPrecision::Tf32x3;
 
 /// A head's tiles as the fold loads them: its checkpoint rows (when one block holds every key
 /// column), `A`, and its records' `dt'` and `x`.
@@ -47,10 +52,24 @@ type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 ///
 /// With `LP` the low-precision checkpoint is written too (the f16 of every element written).
 ///
+/// With `VERIFY` (the verification's arguments: it is the pre-flush of a verification of
+/// `n_drafts` drafts, launched with `mamba2_verify`'s `FOLD_VERIFIES`, which leaves these rows
+/// to it) each folded head's drafts are verified from its folded rows: `S_new Q` reads the
+/// product's accumulator as its A in registers (no staging), the drafts' own terms are a
+/// verification's with no committed record (`drafts::Drafts::outputs`), and the
+/// drafts' records are appended as the verification appends them.
+///
 /// Contract: `h ≤ L` (as the commit kernel keeps it).
 #[kernel]
 pub fn mamba2_fold(
+    #[extent(batch * n_drafts * HEADS * VERIFY)] dt: Ptr<bf16>,
+    #[extent(batch * n_drafts * HEADS * DV * VERIFY)] x: Ptr<bf16>,
+    #[extent(batch * n_drafts * GROUPS * DK * VERIFY)] bmat: Ptr<bf16>,
+    #[extent(batch * n_drafts * GROUPS * DK * VERIFY)] cmat: Ptr<bf16>,
+    #[extent(batch * n_drafts * HEADS * DV * HAS_Z * VERIFY)] z: Ptr<bf16>,
     #[extent(HEADS)] a: Ptr<f32>,
+    #[extent(HEADS * VERIFY)] d: Ptr<f32>,
+    #[extent(HEADS * VERIFY)] dt_bias: Ptr<f32>,
     #[extent(batch)] slot_idx: Ptr<i32>,
     #[extent(slots * 4)] meta: Ptr<i32>,
     #[extent(slots * HEADS * DV * DK)] ckpt: Ptr<f32>,
@@ -58,14 +77,17 @@ pub fn mamba2_fold(
     #[extent(slots * (L + T) * HEADS)] rec_dt: Ptr<f32>,
     #[extent(slots * (L + T) * HEADS * DV)] rec_x: Ptr<bf16>,
     #[extent(slots * (L + T) * GROUPS * DK)] rec_b: Ptr<bf16>,
+    #[extent(batch * n_drafts * HEADS * DV * VERIFY)] out: Ptr<bf16>,
     batch: i32,
     slots: i32,
+    n_drafts: i32,
     #[constexpr(default = 128)] HEADS: usize,
     #[constexpr(default = 8)] GROUPS: usize,
     #[constexpr(default = 128)] DK: usize,
     #[constexpr(default = 64)] DV: usize,
     #[constexpr(default = 16)] L: usize,
     #[constexpr(default = 4)] T: usize,
+    #[constexpr(default = true)] HAS_Z: bool,
     #[constexpr(default = 32)] BV: usize,
     #[constexpr(default = 4)] HB: usize,
     #[constexpr(default = 32)] FC: usize,
@@ -73,6 +95,7 @@ pub fn mamba2_fold(
     #[constexpr(default = false)] LP: bool,
     #[constexpr(default = false)] TAIL: bool,
     #[constexpr(default = false)] RELOAD_KEYS: bool,
+    #[constexpr(default = false)] VERIFY: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -85,11 +108,12 @@ pub fn mamba2_fold(
     let _ = (batch, slots);
     let cap = L + T;
     let nr = record_rows(L);
+    let hpg = HEADS / GROUPS;
     let fc = DK.min(FC);
 
     let row = program_id(2);
     let head0 = program_id(1) * HB;
-    let g = head0 / (HEADS / GROUPS);
+    let g = head0 / hpg;
     let slot = load(slot_idx + row, true);
     if slot != 0 {
         let mrow = meta + slot * 4;
@@ -99,6 +123,7 @@ pub fn mamba2_fold(
             let h = load(mrow + 1, true);
             let ring = slot_buffers(slot, rec_dt, rec_x, rec_b, ckpt, ckpt_lp, cap, HEADS, GROUPS, DK, DV);
             let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
+            let to = DraftOutputs { out, ring_x, ring_dt };
             // Row i: record h - 1 - i at ring position start + h - 1 - i (< 2·cap: one wrap).
             let i = arange(nr);
             let committed = i < h;
@@ -119,6 +144,31 @@ pub fn mamba2_fold(
                 let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + cols.expand_dims(0);
                 buffer.copy_async(0, kptr, committed.expand_dims(1));
                 buffer
+            });
+            // With VERIFY, the drafts this row verifies from its folded checkpoint: their
+            // queries, and their keys' products with them (once per program).
+            let drafts = VERIFY.then(|| {
+                let args = DraftArgs {
+                    dt,
+                    x,
+                    bmat,
+                    cmat,
+                    z: HAS_Z.then_some(z),
+                    d,
+                    dt_bias,
+                };
+                let dr = Drafts::of(args, (row, n_drafts, g), T, GROUPS, DK);
+                // The drafts' keys appended at ring positions start + h + s, by one program per
+                // group (this launch reads only the committed records' positions).
+                let pos_d = dr.ring_positions(start + h, cap);
+                let first = (program_id(0) == 0) & (head0 % hpg as i32 == 0);
+                let m = (dr.live & first).expand_dims(1);
+                store(
+                    ring_b + (pos_d * GROUPS + g).expand_dims(1) * DK + arange(DK).expand_dims(0),
+                    dr.keys,
+                    m,
+                );
+                (dr, pos_d)
             });
             // The fold of `bv` value rows (`BV`, or the last value block's tail tile).
             let fold_rows = |bv: usize| {
@@ -160,19 +210,29 @@ pub fn mamba2_fold(
                                 Some(buffer) => buffer.read(0),
                                 None => keys_of(cols),
                             };
-                            write(
-                                soff + cols.expand_dims(0),
-                                dot_acc_in(wx, keys.cast::<f32>(), gam * s_h, CHAINED),
-                            );
+                            let s_new = dot_acc_in(wx, keys.cast::<f32>(), gam * s_h, CHAINED);
+                            write(soff + cols.expand_dims(0), s_new);
+                            if let Some((dr, pos_d)) = drafts {
+                                let sq = dot_in(s_new, dr.queries, VERIFY_DOTS);
+                                dr.outputs((head, a_h), (v, vmask), sq, pos_d, to, (HEADS, DV));
+                            }
                         }
                         _ => {
-                            for c in range(0, DK / fc) {
-                                let kc = c * fc + cols;
+                            // With VERIFY, S_new Q summed over the blocks of key columns.
+                            let sq0 = full([bv, draft_columns(T)], 0.0f32);
+                            let sq = for_range(range(0, (DK / fc) as i32), sq0, |c, sq| {
+                                let kc = c * fc as i32 + cols;
                                 let offs = soff + kc.expand_dims(0);
-                                write(
-                                    offs,
-                                    dot_acc_in(wx, keys_of(kc).cast::<f32>(), gam * load(state + offs, vm), CHAINED),
-                                );
+                                let s_new =
+                                    dot_acc_in(wx, keys_of(kc).cast::<f32>(), gam * load(state + offs, vm), CHAINED);
+                                write(offs, s_new);
+                                match drafts {
+                                    Some((dr, _)) => dot_acc_in(s_new, dr.query_rows(kc), sq, VERIFY_DOTS),
+                                    None => sq,
+                                }
+                            });
+                            if let Some((dr, pos_d)) = drafts {
+                                dr.outputs((head, a_h), (v, vmask), sq, pos_d, to, (HEADS, DV));
                             }
                         }
                     }

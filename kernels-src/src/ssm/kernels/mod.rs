@@ -7,7 +7,7 @@
 //! | [`decode::mamba2_decode_f16`] | the same on an fp16 state, written with stochastic rounding (`SR`) or round-to-nearest | `(HEADS·DV/BV, batch, 1)` |
 //! | [`replay::mamba2_replay_step`] | one replay decode step for the batch: non-flush rows read the checkpoint and the ring and append the step's record; flush rows fold the window into the checkpoint; the advanced counters go to the second counter buffer | `(batch, HEADS·DV/BV, 1)` |
 //! | [`verify::mamba2_verify`] | output-only verification of `n_drafts ≤ T` drafts (the checkpoint read, never written) | `(⌈DV/BV⌉, HEADS/HB, batch)` |
-//! | [`fold::mamba2_fold`] | a verification's pre-flush: the committed records of the rows whose flag is set folded into their checkpoints | `(⌈DV/BV⌉, HEADS/HB, batch)` |
+//! | [`fold::mamba2_fold`] | a verification's pre-flush: the committed records of the rows whose flag is set folded into their checkpoints (with `VERIFY`, those rows' drafts verified from the folded rows) | `(⌈DV/BV⌉, HEADS/HB, batch)` |
 //! | [`commit::mamba2_commit`] | after a verification: advances `h` by the accepted counts (in place) and computes the next flush flags | `⌈batch/BLOCK⌉` |
 //! | [`spec_baseline::mamba2_spec_baseline`] | conventional speculative decoding: one state snapshot written per draft | `(HEADS·DV/BV, batch, 1)` |
 //!
@@ -105,6 +105,7 @@
 
 pub mod commit;
 pub mod decode;
+mod drafts;
 pub mod fold;
 mod head_loop;
 pub mod replay;

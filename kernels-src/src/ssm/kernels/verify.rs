@@ -74,7 +74,7 @@ impl<T: Scalar> AsyncStages<T> {
 
 /// `y · silu(z)` with `z` (`y` without): `y · z / (1 + e^-z)`, the reciprocal as `rsqrt²` (no
 /// division).
-fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
+pub(super) fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
     match z {
         Some(z) => {
             let zf = z.cast::<f32>();
@@ -140,7 +140,11 @@ fn gated(y: Tile<f32>, z: Option<Tile<bf16>>) -> Tile<f32> {
 /// schedule (H200, `bench/NOTES.md` session 27: Nano's two-precision tile 0.997 → 0.959 steps).
 ///
 /// The checkpoint is only read: the pre-flush of the committed records, when the row's flag
-/// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel.
+/// says so (`h + n > L`), is [`super::fold::mamba2_fold`], launched after this kernel. With
+/// `FOLD_VERIFIES` (a plan choice, with the fold's `VERIFY`) such a row is left to the fold,
+/// which verifies it from the checkpoint it folds: its checkpoint is read once per cycle, not
+/// twice (H200, B = 256, T = 8: the cycle −3.5 % in both models and precisions, `bench/NOTES.md`
+/// session 34).
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it), so `h + n ≤ L + T` records fit the tile.
 #[kernel]
@@ -180,6 +184,7 @@ pub fn mamba2_verify(
     #[constexpr(default = false)] TIERS: bool,
     #[constexpr(default = false)] TAIL: bool,
     #[constexpr(default = false)] CHAINED: bool,
+    #[constexpr(default = false)] FOLD_VERIFIES: bool,
 ) {
     static_assert(GROUPS > 0 && HEADS % GROUPS == 0, "HEADS must be a multiple of GROUPS");
     static_assert(HB > 0 && (HEADS / GROUPS) % HB == 0, "HB must divide HEADS / GROUPS");
@@ -397,16 +402,28 @@ pub fn mamba2_verify(
         };
         // With TAIL, the last value block in a tile of its own rows where smaller than BV.
         let by_block = |nr: usize| by_value_block(DV, BV, TAIL, &|bv| verify_rows(nr, bv));
-        // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
-        // the records' work follows the window's fill, not its capacity.
-        if let (true, Some(nr_half)) = (TIERS, half_record_rows(L, T)) {
-            if h + tq as i32 <= nr_half as i32 {
-                by_block(nr_half);
+        // The verification of this row (none where the fold verifies it).
+        let verify_row = || {
+            // Rows whose records fit half the rows (`h + tq ≤ nr_all / 2`) take a half-size tile:
+            // the records' work follows the window's fill, not its capacity.
+            if let (true, Some(nr_half)) = (TIERS, half_record_rows(L, T)) {
+                if h + tq as i32 <= nr_half as i32 {
+                    by_block(nr_half);
+                } else {
+                    by_block(nr_all);
+                }
             } else {
                 by_block(nr_all);
             }
+        };
+        if FOLD_VERIFIES {
+            // A row whose flag is set is verified by the fold, from its folded checkpoint
+            // (`mamba2_fold` with `VERIFY`): its checkpoint is read once, by the fold.
+            if load(mrow + 2, true) == 0 {
+                verify_row();
+            }
         } else {
-            by_block(nr_all);
+            verify_row();
         }
     }
 }

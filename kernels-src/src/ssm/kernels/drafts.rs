@@ -1,0 +1,155 @@
+//! A row's drafts verified by its fold ([`super::fold::mamba2_fold`] with `VERIFY`): once the
+//! committed records are folded, the checkpoint is the state after them, and the drafts'
+//! outputs are those of a verification with no committed record — from the folded rows, which
+//! the fold holds, instead of a second read of the old checkpoint by the verification.
+
+use super::verify::{draft_columns, gated};
+use replay_dsl::prelude::*;
+
+/// The verification's inputs the fold reads for its drafts.
+#[derive(Clone, Copy)]
+pub(super) struct DraftArgs {
+    /// `dt [batch, n_drafts, HEADS]`.
+    pub dt: Tile<Ptr<bf16>>,
+    /// `x [batch, n_drafts, HEADS, DV]`.
+    pub x: Tile<Ptr<bf16>>,
+    /// `B [batch, n_drafts, GROUPS, DK]`.
+    pub bmat: Tile<Ptr<bf16>>,
+    /// `C [batch, n_drafts, GROUPS, DK]`.
+    pub cmat: Tile<Ptr<bf16>>,
+    /// `z [batch, n_drafts, HEADS, DV]`, read where `Some`.
+    pub z: Option<Tile<Ptr<bf16>>>,
+    /// `D [HEADS]`.
+    pub d: Tile<Ptr<f32>>,
+    /// `dt_bias [HEADS]`.
+    pub dt_bias: Tile<Ptr<f32>>,
+}
+
+/// Where a head's drafts' outputs and records go: `y [batch, n_drafts, HEADS, DV]`, and the
+/// slot's ring of `x` and `dt'`.
+#[derive(Clone, Copy)]
+pub(super) struct DraftOutputs {
+    /// The verification's outputs.
+    pub out: Tile<Ptr<bf16>>,
+    /// The slot's ring `x` `[CAP, HEADS, DV]`.
+    pub ring_x: Tile<Ptr<bf16>>,
+    /// The slot's ring `dt'` `[CAP, HEADS]`.
+    pub ring_dt: Tile<Ptr<f32>>,
+}
+
+/// One row's drafts in a program of group `g`: draft column `s` (`tq` of them, `T` rounded up
+/// as the verification does) reads token `min(s, n - 1)`; columns past `n` are never written.
+#[derive(Clone, Copy)]
+pub(super) struct Drafts {
+    args: DraftArgs,
+    g: Tile<i32>,
+    groups: usize,
+    dk: usize,
+    /// Draft columns `s` `[tq]`.
+    s: Tile<i32>,
+    /// Which columns are drafts (`s < n`).
+    pub live: Tile<bool>,
+    /// The token each column reads.
+    tok: Tile<i32>,
+    /// Their keys `[tq, DK]` (0 past `n`).
+    pub keys: Tile<bf16>,
+    /// Their queries `Qᵀ` `[DK, tq]` (exact bf16 values).
+    pub queries: Tile<f32>,
+    /// `Kᵀ Q` among them `[tq, tq]`.
+    kq: Tile<f32>,
+}
+
+impl Drafts {
+    /// The drafts of batch row `row` (`n` of them, at most `t`) of group `g`.
+    #[kernel_fn]
+    pub fn of(
+        args: DraftArgs,
+        (row, n, g): (Tile<i32>, Tile<i32>, Tile<i32>),
+        t: usize,
+        groups: usize,
+        dk: usize,
+    ) -> Drafts {
+        let tq = draft_columns(t);
+        let s = arange(tq);
+        let live = s < n;
+        let tok = row * n + minimum(n - 1, s);
+        let kk = arange(dk);
+        let base = (tok * groups as i32 + g) * dk as i32;
+        let keys = load(args.bmat + base.expand_dims(1) + kk.expand_dims(0), live.expand_dims(1));
+        // Qᵀ [DK, tq], contiguous along DK (the products with it read it in registers).
+        let q_bf = load(args.cmat + base.expand_dims(0) + kk.expand_dims(1), true);
+        Drafts {
+            args,
+            g,
+            groups,
+            dk,
+            s,
+            live,
+            tok,
+            keys,
+            queries: q_bf.cast::<f32>(),
+            kq: dot(keys, q_bf), // bf16 products are exact in f32
+        }
+    }
+
+    /// Ring positions `(base + s) % cap` of the drafts (`base < cap + L`: one wrap).
+    #[kernel_fn]
+    pub fn ring_positions(&self, base: Tile<i32>, cap: usize) -> Tile<i32> {
+        let p = base + self.s;
+        select(p >= cap as i32, p - cap as i32, p)
+    }
+
+    /// The queries' rows `kc` (key columns) `[len kc, tq]`.
+    #[kernel_fn]
+    pub fn query_rows(&self, kc: Tile<i32>) -> Tile<f32> {
+        let base = (self.tok * self.groups as i32 + self.g) * self.dk as i32;
+        load(self.args.cmat + base.expand_dims(0) + kc.expand_dims(1), true).cast::<f32>()
+    }
+
+    /// Head `head`'s outputs for its value rows `v` (which exist where `vmask`), from `sq`, its
+    /// folded checkpoint rows times the queries `[rows, tq]`: `γ_{h+1:h+s} (S Q)_s + Σ_{s' ≤ s}
+    /// γ_{h+s'+1:h+s} dt'_{s'} (k_{s'}·q_s) x_{s'} + D x_s` (times `silu(z_s)` with `z`), `γ`
+    /// from `a_h` (`A log2 e`) and the drafts' `dt'`, each a plain sum of its range as in the
+    /// verification. The drafts' `x` and (by the programs of the first value block) `dt'` are
+    /// appended to the ring at `pos` (the drafts' positions).
+    #[kernel_fn]
+    #[allow(clippy::too_many_arguments)]
+    pub fn outputs(
+        &self,
+        (head, a_h): (Tile<i32>, Tile<f32>),
+        (v, vmask): (Tile<i32>, Tile<bool>),
+        sq: Tile<f32>,
+        pos: Tile<i32>,
+        to: DraftOutputs,
+        (heads, dv): (usize, usize),
+    ) {
+        let args = self.args;
+        let live = self.live;
+        let raw = load(args.dt + self.tok * heads as i32 + head, live);
+        let bias = load(args.dt_bias + head, true);
+        let dt_d = select(live, softplus(raw.cast::<f32>() + bias), 0.0);
+        let d_h = load(args.d + head, true);
+        // γ_{h+1:h+s} [tq], and the drafts' weights [tq (s'), tq (s)]: draft s' weighs on the
+        // columns s ≥ s', decayed over the drafts after it (a running sum along the columns).
+        let gam = exp2(a_h * cumsum(dt_d, 0));
+        let ii = self.s.expand_dims(1);
+        let ss = self.s.expand_dims(0);
+        let expo = cumsum(select(ii < ss, dt_d.expand_dims(0), 0.0), 1);
+        let w = select(ii <= ss, exp2(a_h * expo) * dt_d.expand_dims(1), 0.0);
+        // x, z, y of (value row, draft) [rows, tq].
+        let xo = (self.tok * (heads * dv) as i32 + head * dv as i32).expand_dims(0) + v.expand_dims(1);
+        let m = vmask.expand_dims(1) & live.expand_dims(0);
+        let x_s = load(args.x + xo, m);
+        let z_s = args.z.map(|z| load(z + xo, m));
+        let xf = x_s.cast::<f32>();
+        let y = gam.expand_dims(0) * sq + dot(xf, w * self.kq) + d_h * xf;
+        store(to.out + xo, gated(y, z_s).cast::<bf16>(), m);
+        let at = (pos * (heads * dv) as i32 + head * dv as i32).expand_dims(0) + v.expand_dims(1);
+        store(to.ring_x + at, x_s, m);
+        store(
+            to.ring_dt + pos * heads as i32 + head,
+            dt_d,
+            live & (program_id(0) == 0),
+        );
+    }
+}
