@@ -104,10 +104,15 @@ pub fn with_flush_variants(tiles: &[Tiles], batch: usize) -> Vec<Tiles> {
 /// precision choice that changes registers and schedule, so that another tile may win with it
 /// (static, Nano's verification tiles: chained head loops 6–13 % shorter, some spilling).
 pub fn with_chained_dots(chosen: Tiles, tiles: &[Tiles]) -> Vec<Tiles> {
-    let mut all = vec![chosen];
+    both_ways(&[chosen], tiles, |t, chained_dots| Tiles { chained_dots, ..t })
+}
+
+/// `first`, then each of `tiles` with an option `set` off and on (each tile once).
+fn both_ways(first: &[Tiles], tiles: &[Tiles], set: impl Fn(Tiles, bool) -> Tiles) -> Vec<Tiles> {
+    let mut all = first.to_vec();
     for t in tiles {
-        for chained_dots in [false, true] {
-            let t = Tiles { chained_dots, ..*t };
+        for on in [false, true] {
+            let t = set(*t, on);
             if !all.contains(&t) {
                 all.push(t);
             }
@@ -121,16 +126,7 @@ pub fn with_chained_dots(chosen: Tiles, tiles: &[Tiles]) -> Vec<Tiles> {
 /// registers (H200, B = 256, T = 8: the cycle −3.5 % in both models, `bench/NOTES.md`
 /// session 34).
 pub fn with_fold_verification(tiles: &[Tiles]) -> Vec<Tiles> {
-    let mut all = Vec::with_capacity(2 * tiles.len());
-    for t in tiles {
-        for verifies in [false, true] {
-            let t = Tiles { verifies, ..*t };
-            if !all.contains(&t) {
-                all.push(t);
-            }
-        }
-    }
-    all
+    both_ways(&[], tiles, |t, verifies| Tiles { verifies, ..t })
 }
 
 /// The fold's shortlisted tiles for the cycle timing, then the first of them with every other
