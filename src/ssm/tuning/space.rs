@@ -331,6 +331,20 @@ mod tests {
         assert_eq!(with_chained_dots(on(a), &[a, on(a)]), vec![on(a), a]);
     }
 
+    /// The fold's tiles each with and without verifying the rows it folds, each once, in order.
+    #[test]
+    fn the_fold_stage_times_every_tile_verifying_and_not() {
+        let plan = ReplayPlan::default_for(&NEMOTRON3_SUPER_120B, 256, 56, 8).fold;
+        let off = Tiles {
+            verifies: false,
+            ..plan
+        };
+        let (a, b) = (off, Tiles { hb: 8, ..off });
+        let on = |t: Tiles| Tiles { verifies: true, ..t };
+        assert_eq!(with_fold_verification(&[a, b]), vec![a, on(a), b, on(b)]);
+        assert_eq!(with_fold_verification(&[on(a), a]), vec![a, on(a)]);
+    }
+
     /// Latency-bound batches time each shortlisted tile also with one whole flush block, once;
     /// larger batches each with every flush block and prefetch choice, once.
     #[test]
