@@ -218,21 +218,30 @@ pub fn mamba2_fold(
                             }
                         }
                         _ => {
-                            // With VERIFY, S_new Q summed over the blocks of key columns.
-                            let sq0 = full([bv, draft_columns(T)], 0.0f32);
-                            let sq = for_range(range(0, (DK / fc) as i32), sq0, |c, sq| {
+                            // One block of key columns: its rows folded and written.
+                            let fold_block = |c: Tile<i32>| {
                                 let kc = c * fc as i32 + cols;
                                 let offs = soff + kc.expand_dims(0);
                                 let s_new =
                                     dot_acc_in(wx, keys_of(kc).cast::<f32>(), gam * load(state + offs, vm), CHAINED);
                                 write(offs, s_new);
-                                match drafts {
-                                    Some((dr, _)) => dot_acc_in(s_new, dr.query_rows(kc), sq, VERIFY_DOTS),
-                                    None => sq,
+                                (kc, s_new)
+                            };
+                            match drafts {
+                                None => {
+                                    for c in range(0, DK / fc) {
+                                        fold_block(c);
+                                    }
                                 }
-                            });
-                            if let Some((dr, pos_d)) = drafts {
-                                dr.outputs((head, a_h), (v, vmask), sq, pos_d, to, (HEADS, DV));
+                                // With VERIFY, S_new Q summed over the blocks.
+                                Some((dr, pos_d)) => {
+                                    let sq0 = full([bv, draft_columns(T)], 0.0f32);
+                                    let sq = for_range(range(0, (DK / fc) as i32), sq0, |c, sq| {
+                                        let (kc, s_new) = fold_block(c);
+                                        dot_acc_in(s_new, dr.query_rows(kc), sq, VERIFY_DOTS)
+                                    });
+                                    dr.outputs((head, a_h), (v, vmask), sq, pos_d, to, (HEADS, DV));
+                                }
                             }
                         }
                     }
