@@ -479,16 +479,17 @@ impl<'k> Assignment<'k> {
     /// that is a shared-buffer read ([`Self::is_fused`]) is loaded from its buffer.
     pub fn mma_plan(&self, a: Value, b: Value, precision: DotPrecision) -> Option<super::mma::MmaPlan> {
         let mut p = super::mma::plan_of(self.kernel, &|v| self.def(v), a, b, precision)?;
-        let nw = self.kernel.num_warps;
-        // A loaded along K, or an accumulator that holds the fragments (and which K bits its
-        // warps hold).
-        let a_bits = match self.loaded_along(a, 1) {
-            true => Some(0),
-            false => self.holds_fragments(a, (p.m, p.n, p.k)),
-        };
-        if let Some(bits) = a_bits.filter(|_| p.kind == super::mma::MmaKind::Tf32 && self.loaded_along(b, 0)) {
-            p.in_regs = super::mma::register_operands(p.m, p.n, p.k, nw, bits).is_some();
-            p.k_warp_bits = if p.in_regs { bits } else { 0 };
+        if p.kind == super::mma::MmaKind::Tf32 && self.loaded_along(b, 0) {
+            // A loaded along K, or an accumulator that holds the fragments (and which K bits
+            // its warps hold).
+            let a_bits = match self.loaded_along(a, 1) {
+                true => Some(0),
+                false => self.holds_fragments(a, (p.m, p.n, p.k)),
+            };
+            if let Some(bits) = a_bits {
+                p.in_regs = super::mma::register_operands(p.m, p.n, p.k, self.kernel.num_warps, bits).is_some();
+                p.k_warp_bits = if p.in_regs { bits } else { 0 };
+            }
         }
         if !p.in_regs {
             let at = |st: super::mma::Staged| self.fused_reads.get(&st.value).copied();

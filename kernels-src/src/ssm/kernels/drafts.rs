@@ -3,6 +3,7 @@
 //! outputs are those of a verification with no committed record — from the folded rows, which
 //! the fold holds, instead of a second read of the old checkpoint by the verification.
 
+use super::ring_position;
 use super::verify::{draft_columns, gated};
 use replay_dsl::prelude::*;
 
@@ -95,8 +96,7 @@ impl Drafts {
     /// Ring positions `(base + s) % cap` of the drafts (`base < cap + L`: one wrap).
     #[kernel_fn]
     pub fn ring_positions(&self, base: Tile<i32>, cap: usize) -> Tile<i32> {
-        let p = base + self.s;
-        select(p >= cap as i32, p - cap as i32, p)
+        ring_position(base + self.s, cap)
     }
 
     /// The queries' rows `kc` (key columns) `[len kc, tq]`.

@@ -3,7 +3,7 @@
 use super::drafts::{DraftArgs, DraftOutputs, Drafts};
 use super::value_blocks::{by_value_block, value_rows};
 use super::verify::draft_columns;
-use super::{record_rows, slot_buffers};
+use super::{record_rows, ring_position, slot_buffers};
 use replay_dsl::prelude::*;
 
 /// The fold's product accumulates on the decayed checkpoint rows, which are most of the
@@ -128,7 +128,7 @@ pub fn mamba2_fold(
             let i = arange(nr);
             let committed = i < h;
             let p = start + h - 1 - i;
-            let pos = select(p >= cap as i32, p - cap as i32, p);
+            let pos = ring_position(p, cap);
             let cols = arange(fc);
             let keys_of = |kc: Tile<i32>| {
                 let kptr = ring_b + (pos * GROUPS + g).expand_dims(1) * DK + kc.expand_dims(0);

@@ -177,6 +177,12 @@ pub fn initial_flush_flag(h: usize, next_drafts: usize, window: usize) -> bool {
     }
 }
 
+/// Ring position `p % cap` of an offset `p < 2·cap` from a slot's ring start (one wrap).
+#[kernel_fn]
+pub(super) fn ring_position(p: Tile<i32>, cap: usize) -> Tile<i32> {
+    select(p >= cap as i32, p - cap as i32, p)
+}
+
 /// Rows of the record tiles: a power of two ≥ `cap` (and ≥ 4, the least `K` of `dot`).
 pub const fn record_rows(cap: usize) -> usize {
     let r = cap.next_power_of_two();

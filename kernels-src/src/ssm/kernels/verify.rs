@@ -2,7 +2,7 @@
 
 use super::head_loop::{head_loop, HeadLoads, HeadRows};
 use super::value_blocks::{by_value_block, last_tile_rows, value_rows};
-use super::{record_rows, slot_buffers};
+use super::{record_rows, ring_position, slot_buffers};
 use replay_dsl::prelude::*;
 
 /// Fewest draft columns of the verification's matrix products: `T` is padded up to this many
@@ -220,19 +220,18 @@ pub fn mamba2_verify(
             let (ring_dt, ring_x, ring_b, state) = (ring.dt, ring.x, ring.b, ring.ckpt);
             // The row's first token in the inputs; ring positions (start + j < cap + L: one wrap).
             let tok0 = row * n;
-            let wrap = |p: Tile<i32>| select(p >= cap as i32, p - cap as i32, p);
 
             // Record rows i: draft i (i < tq, live if i < n), then committed record h-1-(i-tq).
             let i = arange(nr);
             let is_draft = i < tq as i32;
             let draft_row = i < n;
             let committed = (i >= tq as i32) & (i < h + tq as i32);
-            let pos = wrap(start + h - 1 - (i - tq as i32));
+            let pos = ring_position(start + h - 1 - (i - tq as i32), cap);
             // Draft columns s: the token each reads, and their ring positions.
             let s = arange(tq);
             let live = s < n;
             let tok_s = tok0 + minimum(n - 1, s);
-            let pos_d = wrap(start + h + s);
+            let pos_d = ring_position(start + h + s, cap);
             let kk = arange(DK);
 
             // The group's keys of rows `r` in a [tokens, GROUPS, DK] buffer, [len r, DK].
