@@ -513,7 +513,8 @@ fn record_tiers_match_the_recurrence() {
 /// `VERIFY` / `FOLD_VERIFIES`: the rows whose flag is set are verified by the fold from their
 /// folded checkpoints (the verification leaves them), with rows at different `h` in one launch:
 /// one and two precisions, all key columns at once and in blocks (`FC` < `dk`: the products
-/// with the queries summed over the blocks), gated and not, a tail tile, with decode steps
+/// with the queries summed over the blocks), gated and not, a tail tile, heads' loads issued a
+/// head ahead (`PREFETCH`, the drafts' per-head inputs with them) and not, with decode steps
 /// between verifications.
 #[test]
 fn the_fold_verifies_the_rows_it_folds() {
@@ -536,6 +537,7 @@ fn the_fold_verifies_the_rows_it_folds() {
             hb: if tail { 2 } else { 3 },
             fold_verifies: true,
             async_copy: i % 2 == 1,
+            prefetch: i % 2 == 0,
             tiers: i == 0,
             ..Case::new(shape, 70 + i as u64)
         });

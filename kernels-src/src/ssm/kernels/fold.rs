@@ -1,6 +1,6 @@
 //! The pre-flush of a verification: the committed records folded into the checkpoints.
 
-use super::drafts::{DraftArgs, DraftOutputs, Drafts};
+use super::drafts::{DraftArgs, DraftInputs, DraftOutputs, Drafts};
 use super::value_blocks::{by_value_block, value_rows};
 use super::verify::draft_columns;
 use super::{record_rows, ring_position, slot_buffers};
@@ -17,8 +17,8 @@ const CHAINED: DotPrecision = DotPrecision::Tf32x3Chained;
 const VERIFY_DOTS: DotPrecision = DotPrecision::Tf32x3;
 
 /// A head's tiles as the fold loads them: its checkpoint rows (when one block holds every key
-/// column), `A`, and its records' `dt'` and `x`.
-type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
+/// column), `A`, its records' `dt'` and `x`, and with `VERIFY` its drafts' inputs.
+type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>, Option<DraftInputs>);
 
 /// Folds, for every row whose flush flag is set (`h + n > L` before a verification of `n`
 /// drafts), its `h` committed records into its checkpoint, written once:
@@ -57,7 +57,10 @@ type HeadTiles = (Option<Tile<f32>>, Tile<f32>, Tile<f32>, Tile<bf16>);
 /// to it) each folded head's drafts are verified from its folded rows: `S_new Q` reads the
 /// product's accumulator as its A in registers (no staging), the drafts' own terms are a
 /// verification's with no committed record (`drafts::Drafts::outputs`), and the
-/// drafts' records are appended as the verification appends them.
+/// drafts' records are appended as the verification appends them. A head's drafts' inputs are
+/// issued with its other loads (a head ahead with `PREFETCH`): `x` and `z` copied into shared
+/// memory (no registers held), `dt`, `dt_bias` and `D` loaded, so that the epilogue waits on
+/// none of them (H200, Nano B=256 T=8: the fold's share 0.120 → 0.114 ms per cycle).
 ///
 /// Contract: `h ≤ L` (as the commit kernel keeps it).
 #[kernel]
@@ -177,6 +180,10 @@ pub fn mamba2_fold(
                 }
                 let (v, vmask) = value_rows(DV, BV, bv, TAIL);
                 let vm = vmask.expand_dims(1);
+                // With VERIFY, the drafts' x and z copied a head ahead of their use, and the
+                // copy groups still in flight when a head uses its own (the next head's).
+                let stages = drafts.map(|(dr, _)| dr.stages(bv));
+                let pending = drafts.map_or(0, |(dr, _)| if PREFETCH { dr.copy_groups() } else { 0 });
                 // Both checkpoints of the elements at `offs` (element offsets from the slot's).
                 let write = |offs: Tile<i32>, s_new: Tile<f32>| {
                     store(state + offs, s_new, vm);
@@ -185,7 +192,8 @@ pub fn mamba2_fold(
                     }
                 };
                 // A head's loads (none where `m` is false): its checkpoint rows (with one block
-                // of all key columns), `A`, and its records' `dt'` and `x`.
+                // of all key columns), `A`, its records' `dt'` and `x`, and its drafts' inputs
+                // (in flight behind the fold's product).
                 let loads = |head: Tile<i32>, m: Tile<bool>| {
                     let soff = ((head * DV + v) * DK).expand_dims(1);
                     let s_all = (fc == DK).then(|| load(state + soff + cols.expand_dims(0), vm & m));
@@ -195,10 +203,13 @@ pub fn mamba2_fold(
                         ring_x + (pos * (HEADS * DV) + head * DV).expand_dims(1) + v.expand_dims(0),
                         committed.expand_dims(1) & vmask.expand_dims(0) & m,
                     );
-                    (s_all, a_h, dt_c, x_rec)
+                    let inputs = drafts
+                        .zip(stages)
+                        .map(|((dr, _), st)| dr.inputs(st, head, (v, vmask), m, (HEADS, DV)));
+                    (s_all, a_h, dt_c, x_rec, inputs)
                 };
                 // One head's fold, from its loads.
-                let fold_head = |head: Tile<i32>, (s_all, a_h, dt_c, x_rec): HeadTiles| {
+                let fold_head = |head: Tile<i32>, (s_all, a_h, dt_c, x_rec, inputs): HeadTiles| {
                     let soff = ((head * DV + v) * DK).expand_dims(1);
                     let a_h = a_h * std::f32::consts::LOG2_E;
                     let w = exp2(a_h * cumsum_exclusive(dt_c, 0)) * dt_c;
@@ -212,9 +223,9 @@ pub fn mamba2_fold(
                             };
                             let s_new = dot_acc_in(wx, keys.cast::<f32>(), gam * s_h, CHAINED);
                             write(soff + cols.expand_dims(0), s_new);
-                            if let Some((dr, pos_d)) = drafts {
+                            if let (Some((dr, pos_d)), Some(inp), Some(st)) = (drafts, inputs, stages) {
                                 let sq = dot_in(s_new, dr.queries, VERIFY_DOTS);
-                                dr.outputs((head, a_h), (v, vmask), sq, pos_d, to, (HEADS, DV));
+                                dr.outputs((head, a_h), (inp, st, pending), (v, vmask), sq, pos_d, to, (HEADS, DV));
                             }
                         }
                         _ => {
@@ -227,20 +238,20 @@ pub fn mamba2_fold(
                                 write(offs, s_new);
                                 (kc, s_new)
                             };
-                            match drafts {
+                            match drafts.zip(inputs).zip(stages) {
                                 None => {
                                     for c in range(0, DK / fc) {
                                         fold_block(c);
                                     }
                                 }
                                 // With VERIFY, S_new Q summed over the blocks.
-                                Some((dr, pos_d)) => {
+                                Some((((dr, pos_d), inp), st)) => {
                                     let sq0 = full([bv, draft_columns(T)], 0.0f32);
                                     let sq = for_range(range(0, (DK / fc) as i32), sq0, |c, sq| {
                                         let (kc, s_new) = fold_block(c);
                                         dot_acc_in(s_new, dr.query_rows(kc), sq, VERIFY_DOTS)
                                     });
-                                    dr.outputs((head, a_h), (v, vmask), sq, pos_d, to, (HEADS, DV));
+                                    dr.outputs((head, a_h), (inp, st, pending), (v, vmask), sq, pos_d, to, (HEADS, DV));
                                 }
                             }
                         }
