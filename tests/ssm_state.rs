@@ -953,6 +953,141 @@ fn replay_graph_replays_match_host_steps_gpu() {
     }
 }
 
+/// On a GPU (skipped elsewhere): a graph of two verification cycles (verify, commit) replayed
+/// `2L` times leaves exactly the counters, checkpoints, rings and outputs of the same cycles
+/// launched one by one. The rows accept different counts, so folding and verifying rows meet
+/// in one launch (the default plan's fold verifies the rows it folds). Run it with
+/// `cargo test --release --test ssm_state -- gpu`.
+#[test]
+fn verification_graphs_match_host_cycles_gpu() {
+    let d = match Device::cuda(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("skipped: no CUDA GPU ({e})");
+            return;
+        }
+    };
+    let s = d.new_stream().unwrap();
+    let (shape, l, t, batch, slots) = (CPU_TEST, 6, 4, 3, 5);
+    let mut rng = Rng(45);
+    let p = random_params(&mut rng, shape);
+    let plan = ReplayPlan::default_for(&shape, batch, l, t);
+    assert!(plan.fold.verifies, "the fold verifies the rows it folds");
+    let inits: Vec<Vec<f32>> = (0..batch).map(|_| initial_state(&mut rng, shape)).collect();
+    let mut states = Vec::new();
+    let mut ios = Vec::new();
+    for _ in 0..2 {
+        let mut st = Mamba2ReplayState::new(&s, shape, &p, batch, slots, true, plan).unwrap();
+        for (row, init) in inits.iter().enumerate() {
+            st.admit(&s, row, Some(init), Next::Verify(t)).unwrap();
+        }
+        st.accepted.copy_from_host(&s, &[1, 3, 4]).unwrap();
+        let mut io = StepIo::new(&s, shape, batch, t, true).unwrap();
+        io.randomize(&s, 46).unwrap();
+        st.prepare_verify(&io, t).unwrap();
+        states.push(st);
+        ios.push(io);
+    }
+    let cycles = |st: &Mamba2ReplayState, io: &StepIo, s: &Stream| {
+        for _ in 0..2 {
+            st.verify(s, io, t)?;
+            st.commit(s, Next::Verify(t))?;
+        }
+        Ok(())
+    };
+    let graph = s.capture(|s| cycles(&states[0], &ios[0], s)).unwrap();
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    let mut flushed = 0;
+    for rep in 0..2 * l {
+        for io in &mut ios {
+            io.out.poison(&s).unwrap();
+        }
+        flushed += states[1].counters(&s).unwrap().iter().filter(|c| c.2).count();
+        graph.launch().unwrap();
+        cycles(&states[1], &ios[1], &s).unwrap();
+        s.synchronize().unwrap();
+        let (g, h) = (&states[0], &states[1]);
+        let what = format!("replay {rep}");
+        assert_eq!(g.counters(&s).unwrap(), h.counters(&s).unwrap(), "{what}: counters");
+        assert_eq!(
+            bits(g.ckpt.to_host(&s).unwrap()),
+            bits(h.ckpt.to_host(&s).unwrap()),
+            "{what}: checkpoints"
+        );
+        assert_eq!(
+            bits(g.rec_dt.to_host(&s).unwrap()),
+            bits(h.rec_dt.to_host(&s).unwrap()),
+            "{what}: ring dt'"
+        );
+        assert_eq!(
+            g.rec_x.to_host(&s).unwrap(),
+            h.rec_x.to_host(&s).unwrap(),
+            "{what}: ring x"
+        );
+        assert_eq!(
+            g.rec_b.to_host(&s).unwrap(),
+            h.rec_b.to_host(&s).unwrap(),
+            "{what}: ring B"
+        );
+        let out = |io: &StepIo| io.out.to_host(&s).unwrap();
+        let (og, oh) = (out(&ios[0]), out(&ios[1]));
+        assert!(
+            og.iter().all(|v| v.to_f32().is_finite()),
+            "{what}: every output written"
+        );
+        assert_eq!(
+            og.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            oh.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{what}: outputs"
+        );
+    }
+    assert!(flushed > 0, "some cycle folded");
+}
+
+/// `stagger_rows` on the interpreter: rows at `h = 0` end one flush period's states apart
+/// (`h = a (1 + r mod P)`), none folds while they spread, and every verification after it folds
+/// exactly the rows of one residue `r mod P`, each residue once per period.
+#[test]
+fn staggered_rows_fold_one_residue_per_cycle() {
+    use replay::ssm::tuning::{stagger_rows, verify_period};
+    let (_d, s) = interp();
+    let (window, drafts, accepted, batch) = (8, 4, 1, 7);
+    let period = verify_period(window, drafts, accepted);
+    assert_eq!(period, 5, "h = 1..=5, the fifth folds");
+    let p = random_params(&mut Rng(63), CPU_TEST);
+    let plan = ReplayPlan::default_for(&CPU_TEST, batch, window, drafts);
+    let mut st = Mamba2ReplayState::new(&s, CPU_TEST, &p, batch, batch + 1, true, plan).unwrap();
+    st.fill(&s, Next::Verify(drafts)).unwrap();
+    let mut io = StepIo::new(&s, CPU_TEST, batch, drafts, true).unwrap();
+    io.randomize(&s, 64).unwrap();
+    stagger_rows(&mut st, &s, &io, drafts, accepted).unwrap();
+    assert_eq!(st.accepted.to_host(&s).unwrap(), vec![accepted as i32; batch]);
+    let row_counters = |st: &Mamba2ReplayState| {
+        let c = st.counters(&s).unwrap();
+        st.slots().iter().map(|&slot| c[slot as usize]).collect::<Vec<_>>()
+    };
+    for (r, &(start, h, flag)) in row_counters(&st).iter().enumerate() {
+        assert_eq!(
+            (start, h),
+            (0, accepted * (1 + r % period)),
+            "row {r}: no fold while spreading"
+        );
+        assert_eq!(flag, r % period == period - 1, "row {r}");
+    }
+    let mut folded = vec![0; batch];
+    for cycle in 0..2 * period {
+        let flags: Vec<bool> = row_counters(&st).iter().map(|c| c.2).collect();
+        let residue = (period - 1 + period - cycle % period) % period;
+        for (r, &f) in flags.iter().enumerate() {
+            assert_eq!(f, r % period == residue, "cycle {cycle}, row {r}");
+            folded[r] += usize::from(f);
+        }
+        st.verify(&s, &io, drafts).unwrap();
+        st.commit(&s, Next::Verify(drafts)).unwrap();
+    }
+    assert!(folded.iter().all(|&n| n == 2), "{folded:?}");
+}
+
 /// The verification runs' length (`verify_run_cycles`) against the real counters on the
 /// interpreter: cycles of verify + commit with `T = 4` drafts, 1 accepted, at `L = 8` fold
 /// every 5 verifications in steady state, so every run of `verify_run_cycles(8, 4, 1)`

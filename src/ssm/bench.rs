@@ -11,8 +11,8 @@
 
 use super::state::{DecodeLayer, Mamba2ConventionalState, Mamba2ReplayState, Next, StepIo};
 use super::tuning::{
-    capture_on_gpu, launch_or_run, plans, traffic, verify_run_cycles, ConventionalRunner, SsmPlans, WindowRunner,
-    CONVENTIONAL_RUN_STEPS,
+    capture_on_gpu, launch_or_run, plans, stagger_rows, traffic, verify_run_cycles, ConventionalRunner, SsmPlans,
+    WindowRunner, CONVENTIONAL_RUN_STEPS,
 };
 use crate::bench::{copy_bandwidth, write_json, CopyResult, Plan};
 use crate::devices::Choice;
@@ -117,10 +117,33 @@ pub struct VerifyResult {
     pub parts: CycleParts,
     /// The same with two state precisions.
     pub parts_lp: CycleParts,
+    /// The same cycles with the rows spread evenly over a flush period
+    /// ([`stagger_rows`]: every cycle folds about `1/P` of the rows, the steady state of
+    /// continuous batching, where sequences start at different times); the figures above have
+    /// every row at the same point of its window (all rows fold in the same cycle).
+    #[serde(default)]
+    pub staggered: Staggered,
     /// The snapshot-per-draft baseline, ms.
     pub snapshot_ms: f64,
     /// `snapshot_ms` over one conventional step.
     pub snapshot_vs_step: f64,
+}
+
+/// Verification cycles with the rows spread over a flush period ([`VerifyResult::staggered`]).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Staggered {
+    /// Verification + commit, ms per cycle (f32 checkpoints).
+    pub replay_ms: f64,
+    /// `replay_ms` over one conventional step.
+    pub replay_vs_step: f64,
+    /// The same with two state precisions, ms.
+    pub replay_lp_ms: f64,
+    /// `replay_lp_ms` over one conventional step.
+    pub replay_lp_vs_step: f64,
+    /// Where a cycle of `replay_ms` goes.
+    pub parts: CycleParts,
+    /// Where a cycle of `replay_lp_ms` goes.
+    pub parts_lp: CycleParts,
 }
 
 /// Where a verification cycle goes, ms per cycle: each launch timed apart (events between them,
@@ -352,32 +375,39 @@ fn bench_row(
         io.randomize(stream, 9)?;
         for &n in &args.drafts {
             let accepted = super::tuning::accepted_drafts(n);
-            let mut cycle_ms = [0.0; 2];
-            let mut parts = [CycleParts::default(); 2];
-            for (((rs, ms), part), window) in states.iter_mut().zip(&mut cycle_ms).zip(&mut parts).zip(windows) {
-                // Fresh sequences ready to verify n drafts.
-                for row in 0..batch {
-                    rs.release(stream, row)?;
-                }
-                rs.fill(stream, Next::Verify(n))?;
-                rs.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
-                rs.prepare_verify(&io, n)?;
-                let rs = &*rs;
-                // Whole flush periods per run (the share of folds of a long decode).
-                let cycles = verify_run_cycles(window, n, accepted);
-                let cycle = |s: &Stream| {
-                    for _ in 0..cycles {
-                        rs.verify(s, &io, n)?;
-                        rs.commit(s, Next::Verify(n))?;
+            // [lockstep, staggered] × [f32, two precisions]
+            let mut cycle_ms = [[0.0; 2]; 2];
+            let mut parts = [[CycleParts::default(); 2]; 2];
+            for (spread, (ms2, part2)) in cycle_ms.iter_mut().zip(&mut parts).enumerate() {
+                for (((rs, ms), part), window) in states.iter_mut().zip(ms2).zip(part2).zip(windows) {
+                    // Fresh sequences ready to verify n drafts (with `spread`, spread over a
+                    // flush period).
+                    for row in 0..batch {
+                        rs.release(stream, row)?;
                     }
-                    Ok(())
-                };
-                let g = capture_on_gpu(stream, cycle)?;
-                *ms = timed(stream, settings, &g, cycle, cycles)?;
-                *part = cycle_parts(stream, rs, &io, n, cycles)?;
+                    rs.fill(stream, Next::Verify(n))?;
+                    rs.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
+                    rs.prepare_verify(&io, n)?;
+                    if spread == 1 {
+                        stagger_rows(rs, stream, &io, n, accepted)?;
+                    }
+                    let rs = &*rs;
+                    // Whole flush periods per run (the share of folds of a long decode).
+                    let cycles = verify_run_cycles(window, n, accepted);
+                    let cycle = |s: &Stream| {
+                        for _ in 0..cycles {
+                            rs.verify(s, &io, n)?;
+                            rs.commit(s, Next::Verify(n))?;
+                        }
+                        Ok(())
+                    };
+                    let g = capture_on_gpu(stream, cycle)?;
+                    *ms = timed(stream, settings, &g, cycle, cycles)?;
+                    *part = cycle_parts(stream, rs, &io, n, cycles)?;
+                }
             }
-            let [replay_ms, replay_lp_ms] = cycle_ms;
-            let [parts, parts_lp] = parts;
+            let [[replay_ms, replay_lp_ms], [staggered_ms, staggered_lp_ms]] = cycle_ms;
+            let [[parts, parts_lp], [parts_st, parts_st_lp]] = parts;
             conv.prepare_verify(&io, n)?;
             let snaps = |s: &Stream| {
                 for _ in 0..GRAPH_STEPS {
@@ -396,6 +426,14 @@ fn bench_row(
                 replay_lp_vs_step: replay_lp_ms / conventional_ms,
                 parts,
                 parts_lp,
+                staggered: Staggered {
+                    replay_ms: staggered_ms,
+                    replay_vs_step: staggered_ms / conventional_ms,
+                    replay_lp_ms: staggered_lp_ms,
+                    replay_lp_vs_step: staggered_lp_ms / conventional_ms,
+                    parts: parts_st,
+                    parts_lp: parts_st_lp,
+                },
                 snapshot_ms,
                 snapshot_vs_step: snapshot_ms / conventional_ms,
             });
@@ -652,6 +690,48 @@ pub fn verify_table(report: &SsmReport) -> Table {
     t
 }
 
+/// The verification with its rows spread over a flush period ([`Staggered`]): per draft count,
+/// each precision's cycle in ms and in steps, and its launches timed apart (ms per cycle).
+pub fn staggered_table(report: &SsmReport) -> Table {
+    let mut t = Table::new([
+        "model",
+        "B",
+        "T",
+        "verify ms",
+        "÷ step",
+        "verify / fold / commit",
+        "f16 ckpt ms",
+        "÷ step",
+        "verify / fold / commit",
+    ])
+    .right(1..9);
+    for r in report.rows.iter().filter(|r| r.error.is_none()) {
+        for v in &r.verify {
+            let st = &v.staggered;
+            let parts = |p: CycleParts| {
+                format!(
+                    "{} / {} / {}",
+                    sig(p.verify_ms, 4),
+                    sig(p.fold_ms, 3),
+                    sig(p.commit_ms, 3)
+                )
+            };
+            t.row([
+                r.model.clone(),
+                r.batch.to_string(),
+                v.drafts.to_string(),
+                sig(st.replay_ms, 4),
+                format!("{}×", sig(st.replay_vs_step, 3)),
+                parts(st.parts),
+                sig(st.replay_lp_ms, 4),
+                format!("{}×", sig(st.replay_lp_vs_step, 3)),
+                parts(st.parts_lp),
+            ]);
+        }
+    }
+    t
+}
+
 /// Where the verification cycles go: per draft count, each precision's launches timed apart (ms
 /// per cycle), the verification's alone also in units of one step (the kernel-level figure).
 pub fn cycle_parts_table(report: &SsmReport) -> Table {
@@ -857,6 +937,13 @@ pub fn print(out: &mut dyn Write, report: &SsmReport) -> std::io::Result<()> {
              the pre-flush's share (one flushing launch per period, idle launches otherwise)"
         )?;
         write!(out, "{}", cycle_parts_table(report))?;
+        writeln!(
+            out,
+            "\nthe same with the rows spread evenly over a flush period (each cycle folds ~1/P of the rows, the \
+             steady state of continuous batching; above, every row folds in the same cycle): cycle ms and ÷ step, \
+             and its launches timed apart (ms per cycle)"
+        )?;
+        write!(out, "{}", staggered_table(report))?;
     }
     writeln!(out, "\ntargets:")?;
     for (what, met, detail) in targets(report) {

@@ -26,9 +26,9 @@ pub use space::{
     TILE_SHORTLIST,
 };
 pub use windows::{
-    accepted_drafts, capture_on_gpu, launch_or_run, traffic, tune_conventional_steps, tune_window, verify_run_cycles,
-    window_candidates, window_run_steps, ConventionalRunner, VerifyCycles, VerifyRunner, WindowChoice, WindowRunner,
-    CONVENTIONAL_RUN_STEPS, VERIFY_CYCLES,
+    accepted_drafts, capture_on_gpu, launch_or_run, stagger_rows, traffic, tune_conventional_steps, tune_window,
+    verify_period, verify_run_cycles, window_candidates, window_run_steps, ConventionalRunner, VerifyCycles,
+    VerifyRunner, WindowChoice, WindowRunner, CONVENTIONAL_RUN_STEPS, VERIFY_CYCLES,
 };
 
 use super::state::{ConventionalPlan, ReplayPlan, Tiles};

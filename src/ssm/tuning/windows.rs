@@ -217,8 +217,40 @@ pub const VERIFY_CYCLES: usize = 16;
 /// 16 cycles with a period of 9 (Super, `L = 56`, T = 8) holds 2 folds in 7 runs of 9, and the
 /// median of the runs counted `2/16` folds per cycle for the true `1/9`.
 pub fn verify_run_cycles(window: usize, drafts: usize, accepted: usize) -> usize {
-    let period = verify_states(window, drafts, accepted).len();
+    let period = verify_period(window, drafts, accepted);
     VERIFY_CYCLES.div_ceil(period) * period
+}
+
+/// Verification cycles from one fold of a row to its next in steady state (`h = a, 2a, …` up
+/// to the first `h` with `h + T > L`, which folds).
+pub fn verify_period(window: usize, drafts: usize, accepted: usize) -> usize {
+    verify_states(window, drafts, accepted).len()
+}
+
+/// Spreads `state`'s rows (all at `h = 0`, ready to verify `drafts` drafts) evenly over a flush
+/// period `P` of `accepted` per cycle: `P` cycles (verify, commit) in which row `r` accepts
+/// `accepted` drafts in the first `1 + r mod P` of them and none after, so that row `r` ends at
+/// `h = accepted · (1 + r mod P)` and every later cycle folds the rows of one residue — about
+/// `batch / P` of them, as in continuous batching, where sequences start at different times.
+/// No row folds during the spreading. Leaves every row accepting `accepted`.
+pub fn stagger_rows(
+    state: &mut Mamba2ReplayState,
+    stream: &Stream,
+    io: &StepIo,
+    drafts: usize,
+    accepted: usize,
+) -> Result<()> {
+    let period = verify_period(state.plan().window, drafts, accepted);
+    let batch = state.accepted.len();
+    for c in 0..period {
+        let counts: Vec<i32> = (0..batch)
+            .map(|r| if c <= r % period { accepted as i32 } else { 0 })
+            .collect();
+        state.accepted.copy_from_host(stream, &counts)?;
+        state.verify(stream, io, drafts)?;
+        state.commit(stream, Next::Verify(drafts))?;
+    }
+    state.accepted.copy_from_host(stream, &vec![accepted as i32; batch])
 }
 
 /// A replay state with every row live and ready to verify `T` drafts, its token buffers and
