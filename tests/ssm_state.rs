@@ -813,11 +813,11 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     assert_eq!(joint("verify products chained"), chained.len());
     assert_eq!(chained.len(), 2 * short.tiles.len());
     // The fold's tiles: whole cycles over its shortlist and the first tile's head blocks, each
-    // also verifying the rows it folds.
+    // also verifying the rows it folds, after the verification and beside it.
     let f = tune_fold_tiles(&mut cached, &TUNE, batch, first.verify.window, drafts, accepted, false).unwrap();
     assert_eq!(f.source, TuneSource::Cache);
     let fold_tiles = with_fold_verification(&with_head_blocks(&f.tiles, &TUNE));
-    assert_eq!(fold_tiles.len(), 2 * with_head_blocks(&f.tiles, &TUNE).len());
+    assert_eq!(fold_tiles.len(), 3 * with_head_blocks(&f.tiles, &TUNE).len());
     assert!(fold_tiles.contains(&first.verify.fold), "{:?}", first.verify.fold);
     assert_eq!(joint("fold tiles"), fold_tiles.len());
 
@@ -954,10 +954,10 @@ fn replay_graph_replays_match_host_steps_gpu() {
 }
 
 /// On a GPU (skipped elsewhere): a graph of two verification cycles (verify, commit) replayed
-/// `2L` times leaves exactly the counters, checkpoints, rings and outputs of the same cycles
-/// launched one by one. The rows accept different counts, so folding and verifying rows meet
-/// in one launch (the default plan's fold verifies the rows it folds). Run it with
-/// `cargo test --release --test ssm_state -- gpu`.
+/// `2L` times, its fold beside the verification (two branches of the graph), leaves exactly
+/// the counters, checkpoints, rings and outputs of the same cycles launched one by one with
+/// the fold after the verification. The rows accept different counts, so folding and
+/// verifying rows meet in one launch. Run it with `cargo test --release --test ssm_state -- gpu`.
 #[test]
 fn verification_graphs_match_host_cycles_gpu() {
     let d = match Device::cuda(0) {
@@ -976,8 +976,9 @@ fn verification_graphs_match_host_cycles_gpu() {
     let inits: Vec<Vec<f32>> = (0..batch).map(|_| initial_state(&mut rng, shape)).collect();
     let mut states = Vec::new();
     let mut ios = Vec::new();
-    for _ in 0..2 {
-        let mut st = Mamba2ReplayState::new(&s, shape, &p, batch, slots, true, plan).unwrap();
+    for beside in [true, false] {
+        let fold = Tiles { beside, ..plan.fold };
+        let mut st = Mamba2ReplayState::new(&s, shape, &p, batch, slots, true, ReplayPlan { fold, ..plan }).unwrap();
         for (row, init) in inits.iter().enumerate() {
             st.admit(&s, row, Some(init), Next::Verify(t)).unwrap();
         }

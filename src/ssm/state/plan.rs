@@ -99,6 +99,14 @@ pub struct Tiles {
     /// the fold's tiles): a flushing row's checkpoint is read once per cycle instead of twice.
     #[serde(default)]
     pub verifies: bool,
+    /// With `verifies`, the fold runs beside the verification instead of after it: on a
+    /// stream of its own, forked from the caller's and joined back (in a graph, two branches;
+    /// the two launches touch disjoint rows). Its programs of rows without the flag then fill
+    /// the verification's last wave instead of a launch of their own (H200, B = 256, T = 8:
+    /// the cycle −1.3 to −1.6 % with two state precisions, +2.7 % for Nano's f32 plan;
+    /// `bench/NOTES.md` session 36). Read from the fold's tiles.
+    #[serde(default)]
+    pub beside: bool,
 }
 
 impl Tiles {
@@ -108,7 +116,8 @@ impl Tiles {
     /// into shared memory, `tiers` with half-size record tiles where they fit, `tail` with the
     /// last value block in a tile of its own rows, `reload` with the keys loaded per head,
     /// `chained` with the verification's products chained on their accumulators, `verifies`
-    /// with the fold verifying the rows it folds, `fc=..` with
+    /// with the fold verifying the rows it folds, `beside` with it running beside the
+    /// verification, `fc=..` with
     /// other than [`DEFAULT_FLUSH_COLUMNS`] and `fr=..` with other than [`DEFAULT_FLUSH_ROWS`].
     pub fn show(&self) -> String {
         let hint = if self.min_blocks > 1 {
@@ -125,6 +134,7 @@ impl Tiles {
         let reload = if self.reload_keys { " reload" } else { "" };
         let chained = if self.chained_dots { " chained" } else { "" };
         let verifies = if self.verifies { " verifies" } else { "" };
+        let beside = if self.beside { " beside" } else { "" };
         let fc = if self.flush_columns != DEFAULT_FLUSH_COLUMNS {
             format!(" fc={}", self.flush_columns)
         } else {
@@ -136,7 +146,7 @@ impl Tiles {
             String::new()
         };
         format!(
-            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{verifies}{fc}{fr}",
+            "BV={} HB={} w={}{hint}{early}{prefetch}{wph}{copy}{tiers}{tail}{reload}{chained}{verifies}{beside}{fc}{fr}",
             self.bv, self.hb, self.num_warps
         )
     }
@@ -221,6 +231,7 @@ impl ReplayPlan {
             reload_keys: false,
             chained_dots: false,
             verifies: false,
+            beside: false,
         };
         ReplayPlan {
             window,
@@ -282,6 +293,7 @@ impl ConventionalPlan {
             reload_keys: false,
             chained_dots: false,
             verifies: false,
+            beside: false,
         };
         ConventionalPlan {
             decode: t,

@@ -13,7 +13,7 @@ use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_FLUSH, META_H, META_START, META_WORDS};
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
-use replay_runtime::{ArgValue, CompiledKernel, DeviceBuffer, Graph, Grid, KernelExt, RuntimeError, Stream};
+use replay_runtime::{ArgValue, CompiledKernel, DeviceBuffer, Event, Graph, Grid, KernelExt, RuntimeError, Stream};
 use std::cell::Cell;
 
 /// ReplaySSM decode state of one Mamba-2 layer: per slot a checkpoint `[heads, dv, dk]` (f32),
@@ -66,7 +66,31 @@ pub struct Mamba2ReplayState {
     verify_k: Option<CompiledKernel<mamba2_verify::Kernel>>,
     /// The verification's pre-flush (with `verify_k`).
     fold_k: Option<CompiledKernel<mamba2_fold::Kernel>>,
+    /// Where a pre-flush that verifies runs beside the verification.
+    fold_branch: Option<FoldBranch>,
     commit_k: CompiledKernel<mamba2_commit::Kernel>,
+}
+
+/// A stream of its own for a pre-flush that verifies the rows it folds
+/// ([`super::Tiles::verifies`]) and runs beside the verification ([`super::Tiles::beside`]):
+/// the verification then skips those rows and the fold every other, so the two launches touch
+/// disjoint rows and run side by side, forked from the caller's stream and joined back into it
+/// (in a captured graph, two branches).
+struct FoldBranch {
+    side: Stream,
+    fork: Event,
+    join: Event,
+}
+
+impl FoldBranch {
+    fn new(stream: &Stream) -> Result<FoldBranch> {
+        let device = stream.device();
+        Ok(FoldBranch {
+            side: device.new_stream()?,
+            fork: device.new_event()?,
+            join: device.new_event()?,
+        })
+    }
 }
 
 const COMMIT_BLOCK: usize = 128;
@@ -106,6 +130,9 @@ impl Mamba2ReplayState {
                 compile_layer_kernel!(mamba2_fold, device, shape, tiles, HAS_Z: gated, L: l, T: t, HB: tiles.hb, FC: tiles.flush_columns, PREFETCH: tiles.prefetch, LP: plan.lp, TAIL: tiles.tail_tiles, RELOAD_KEYS: tiles.reload_keys, VERIFY: tiles.verifies)
             })
             .transpose()?;
+        let fold_branch = (t > 0 && plan.fold.verifies && plan.fold.beside)
+            .then(|| FoldBranch::new(stream))
+            .transpose()?;
         let commit_k = mamba2_commit::Kernel::compile(
             device,
             mamba2_commit::Config {
@@ -133,6 +160,7 @@ impl Mamba2ReplayState {
             step_k,
             verify_k,
             fold_k,
+            fold_branch,
             commit_k,
         })
     }
@@ -239,10 +267,23 @@ impl Mamba2ReplayState {
     /// Output-only verification of `n` drafts per row (`1 ≤ n ≤ T`), inputs token-major in
     /// `io`; outputs `[batch, n, heads, dv]`. The flags must have been set for `Verify(n)`.
     /// Follow it with [`Self::commit`]. Two launches: [`Self::verify_outputs`], then
-    /// [`Self::pre_flush`].
+    /// [`Self::pre_flush`]; side by side where the plan's fold runs beside the verification
+    /// ([`super::Tiles::beside`]).
     pub fn verify(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
-        self.verify_outputs(stream, io, n)?;
-        self.pre_flush(stream, io, n)
+        match &self.fold_branch {
+            Some(b) => {
+                b.fork.record(stream)?;
+                b.side.wait(&b.fork)?;
+                self.verify_outputs(stream, io, n)?;
+                self.pre_flush(&b.side, io, n)?;
+                b.join.record(&b.side)?;
+                stream.wait(&b.join)
+            }
+            None => {
+                self.verify_outputs(stream, io, n)?;
+                self.pre_flush(stream, io, n)
+            }
+        }
     }
 
     /// The first launch of [`Self::verify`]: the drafts' outputs (and their records appended),

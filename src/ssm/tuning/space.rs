@@ -121,12 +121,20 @@ fn both_ways(first: &[Tiles], tiles: &[Tiles], set: impl Fn(Tiles, bool) -> Tile
     all
 }
 
-/// The fold's tiles `tiles`, each also verifying the rows it folds (the fold's `VERIFY`, each
-/// once): a flushing row's checkpoint read once per cycle, for a longer fold at its own
-/// registers (H200, B = 256, T = 8: the cycle −3.5 % in both models, `bench/NOTES.md`
-/// session 34).
+/// The fold's tiles `tiles`, each also verifying the rows it folds (the fold's `VERIFY`), after
+/// the verification and beside it ([`Tiles::beside`]), each once: a flushing row's checkpoint
+/// read once per cycle, for a longer fold at its own registers (H200, B = 256, T = 8: the
+/// cycle −3.5 % in both models, `bench/NOTES.md` session 34).
 pub fn with_fold_verification(tiles: &[Tiles]) -> Vec<Tiles> {
-    both_ways(&[], tiles, |t, verifies| Tiles { verifies, ..t })
+    let verifying = both_ways(&[], tiles, |t, verifies| Tiles {
+        verifies,
+        beside: false,
+        ..t
+    });
+    both_ways(&[], &verifying, |t, beside| Tiles {
+        beside: beside && t.verifies,
+        ..t
+    })
 }
 
 /// The fold's shortlisted tiles for the cycle timing, then the first of them with every other
@@ -255,6 +263,7 @@ pub(super) fn tiles_of(values: &Values) -> Tiles {
         reload_keys: get("RELOAD_KEYS", 0) != 0,
         chained_dots: get("CHAINED", 0) != 0,
         verifies: get("VERIFY", 0) != 0,
+        beside: get("BESIDE", 0) != 0,
     }
 }
 
@@ -331,7 +340,8 @@ mod tests {
         assert_eq!(with_chained_dots(on(a), &[a, on(a)]), vec![on(a), a]);
     }
 
-    /// The fold's tiles each with and without verifying the rows it folds, each once, in order.
+    /// The fold's tiles each without verifying the rows it folds, verifying after the
+    /// verification and beside it, each once, in order.
     #[test]
     fn the_fold_stage_times_every_tile_verifying_and_not() {
         let plan = ReplayPlan::default_for(&NEMOTRON3_SUPER_120B, 256, 56, 8).fold;
@@ -341,8 +351,12 @@ mod tests {
         };
         let (a, b) = (off, Tiles { hb: 8, ..off });
         let on = |t: Tiles| Tiles { verifies: true, ..t };
-        assert_eq!(with_fold_verification(&[a, b]), vec![a, on(a), b, on(b)]);
-        assert_eq!(with_fold_verification(&[on(a), a]), vec![a, on(a)]);
+        let beside = |t: Tiles| Tiles { beside: true, ..on(t) };
+        assert_eq!(
+            with_fold_verification(&[a, b]),
+            vec![a, on(a), beside(a), b, on(b), beside(b)]
+        );
+        assert_eq!(with_fold_verification(&[beside(a), a]), vec![a, on(a), beside(a)]);
     }
 
     /// Latency-bound batches time each shortlisted tile also with one whole flush block, once;

@@ -339,6 +339,7 @@ fn window_values(window: usize, tiles: &Tiles) -> Values {
         ("RELOAD_KEYS", tiles.reload_keys as i64),
         ("CHAINED", tiles.chained_dots as i64),
         ("VERIFY", tiles.verifies as i64),
+        ("BESIDE", tiles.beside as i64),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))
@@ -656,6 +657,7 @@ mod tests {
             reload_keys: true,
             chained_dots: true,
             verifies: true,
+            beside: true,
         };
         for tiles in [on, plan.verify, plan.fold, plan.step] {
             assert_eq!(window_of(&window_values(51, &tiles)), (51, tiles));
