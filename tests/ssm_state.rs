@@ -873,6 +873,32 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `g` and `h` hold the same counters, checkpoints and rings, bit for bit.
+fn assert_same_state(g: &Mamba2ReplayState, h: &Mamba2ReplayState, s: &Stream, what: &str) {
+    assert_eq!(g.counters(s).unwrap(), h.counters(s).unwrap(), "{what}: counters");
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    assert_eq!(
+        bits(g.ckpt.to_host(s).unwrap()),
+        bits(h.ckpt.to_host(s).unwrap()),
+        "{what}: checkpoints"
+    );
+    assert_eq!(
+        bits(g.rec_dt.to_host(s).unwrap()),
+        bits(h.rec_dt.to_host(s).unwrap()),
+        "{what}: ring dt'"
+    );
+    assert_eq!(
+        g.rec_x.to_host(s).unwrap(),
+        h.rec_x.to_host(s).unwrap(),
+        "{what}: ring x"
+    );
+    assert_eq!(
+        g.rec_b.to_host(s).unwrap(),
+        h.rec_b.to_host(s).unwrap(),
+        "{what}: ring B"
+    );
+}
+
 /// On a GPU (skipped elsewhere): a graph of two decode steps replayed `3L` times, with a row
 /// released and another admitted between replays, leaves exactly the counters, checkpoints,
 /// rings and outputs of the same steps launched one by one — the graph bakes both counter
@@ -921,23 +947,7 @@ fn replay_graph_replays_match_host_steps_gpu() {
         let (g, h) = (&states[0], &states[1]);
         let what = format!("replay {rep}");
         assert_eq!((g.parity(), h.parity()), (0, 0), "{what}");
-        assert_eq!(g.counters(&s).unwrap(), h.counters(&s).unwrap(), "{what}: counters");
-        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-        assert_eq!(
-            bits(g.ckpt.to_host(&s).unwrap()),
-            bits(h.ckpt.to_host(&s).unwrap()),
-            "{what}: checkpoints"
-        );
-        assert_eq!(
-            bits(g.rec_dt.to_host(&s).unwrap()),
-            bits(h.rec_dt.to_host(&s).unwrap()),
-            "{what}: ring dt'"
-        );
-        assert_eq!(
-            g.rec_x.to_host(&s).unwrap(),
-            h.rec_x.to_host(&s).unwrap(),
-            "{what}: ring x"
-        );
+        assert_same_state(g, h, &s, &what);
         let out = |io: &StepIo| {
             io.out
                 .to_host(&s)
@@ -997,7 +1007,6 @@ fn verification_graphs_match_host_cycles_gpu() {
         Ok(())
     };
     let graph = s.capture(|s| cycles(&states[0], &ios[0], s)).unwrap();
-    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
     let mut flushed = 0;
     for rep in 0..2 * l {
         for io in &mut ios {
@@ -1009,27 +1018,7 @@ fn verification_graphs_match_host_cycles_gpu() {
         s.synchronize().unwrap();
         let (g, h) = (&states[0], &states[1]);
         let what = format!("replay {rep}");
-        assert_eq!(g.counters(&s).unwrap(), h.counters(&s).unwrap(), "{what}: counters");
-        assert_eq!(
-            bits(g.ckpt.to_host(&s).unwrap()),
-            bits(h.ckpt.to_host(&s).unwrap()),
-            "{what}: checkpoints"
-        );
-        assert_eq!(
-            bits(g.rec_dt.to_host(&s).unwrap()),
-            bits(h.rec_dt.to_host(&s).unwrap()),
-            "{what}: ring dt'"
-        );
-        assert_eq!(
-            g.rec_x.to_host(&s).unwrap(),
-            h.rec_x.to_host(&s).unwrap(),
-            "{what}: ring x"
-        );
-        assert_eq!(
-            g.rec_b.to_host(&s).unwrap(),
-            h.rec_b.to_host(&s).unwrap(),
-            "{what}: ring B"
-        );
+        assert_same_state(g, h, &s, &what);
         let out = |io: &StepIo| io.out.to_host(&s).unwrap();
         let (og, oh) = (out(&ios[0]), out(&ios[1]));
         assert!(
