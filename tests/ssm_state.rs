@@ -873,6 +873,22 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A stream on GPU 0, or `None` after printing why the test is skipped.
+fn gpu_stream() -> Option<Stream> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d.new_stream().unwrap()),
+        Err(e) => {
+            println!("skipped: no CUDA GPU ({e})");
+            None
+        }
+    }
+}
+
+/// The bits of the outputs in `io`.
+fn output_bits(io: &StepIo, s: &Stream) -> Vec<u16> {
+    io.out.to_host(s).unwrap().into_iter().map(|v| v.to_bits()).collect()
+}
+
 /// `g` and `h` hold the same counters, checkpoints and rings, bit for bit.
 fn assert_same_state(g: &Mamba2ReplayState, h: &Mamba2ReplayState, s: &Stream, what: &str) {
     assert_eq!(g.counters(s).unwrap(), h.counters(s).unwrap(), "{what}: counters");
@@ -906,14 +922,7 @@ fn assert_same_state(g: &Mamba2ReplayState, h: &Mamba2ReplayState, s: &Stream, w
 /// machine with `cargo test --release --test ssm_state -- gpu`.
 #[test]
 fn replay_graph_replays_match_host_steps_gpu() {
-    let d = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("skipped: no CUDA GPU ({e})");
-            return;
-        }
-    };
-    let s = d.new_stream().unwrap();
+    let Some(s) = gpu_stream() else { return };
     let (shape, l, batch, slots) = (CPU_TEST, 5, 3, 5);
     let mut rng = Rng(41);
     let p = random_params(&mut rng, shape);
@@ -948,15 +957,7 @@ fn replay_graph_replays_match_host_steps_gpu() {
         let what = format!("replay {rep}");
         assert_eq!((g.parity(), h.parity()), (0, 0), "{what}");
         assert_same_state(g, h, &s, &what);
-        let out = |io: &StepIo| {
-            io.out
-                .to_host(&s)
-                .unwrap()
-                .into_iter()
-                .map(|v| v.to_bits())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(out(&ios[0]), out(&ios[1]), "{what}: outputs");
+        assert_eq!(output_bits(&ios[0], &s), output_bits(&ios[1], &s), "{what}: outputs");
         // Two steps a replay: h went on by two, modulo the flushes.
         let (_, h0, _) = g.counters(&s).unwrap()[g.slots()[0] as usize];
         assert_eq!(h0, (2 * rep + 2) % l, "{what}: h of row 0");
@@ -970,14 +971,7 @@ fn replay_graph_replays_match_host_steps_gpu() {
 /// verifying rows meet in one launch. Run it with `cargo test --release --test ssm_state -- gpu`.
 #[test]
 fn verification_graphs_match_host_cycles_gpu() {
-    let d = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("skipped: no CUDA GPU ({e})");
-            return;
-        }
-    };
-    let s = d.new_stream().unwrap();
+    let Some(s) = gpu_stream() else { return };
     let (shape, l, t, batch, slots) = (CPU_TEST, 6, 4, 3, 5);
     let mut rng = Rng(45);
     let p = random_params(&mut rng, shape);
@@ -1019,17 +1013,12 @@ fn verification_graphs_match_host_cycles_gpu() {
         let (g, h) = (&states[0], &states[1]);
         let what = format!("replay {rep}");
         assert_same_state(g, h, &s, &what);
-        let out = |io: &StepIo| io.out.to_host(&s).unwrap();
-        let (og, oh) = (out(&ios[0]), out(&ios[1]));
+        let written = ios[0].out.to_host(&s).unwrap();
         assert!(
-            og.iter().all(|v| v.to_f32().is_finite()),
+            written.iter().all(|v| v.to_f32().is_finite()),
             "{what}: every output written"
         );
-        assert_eq!(
-            og.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            oh.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            "{what}: outputs"
-        );
+        assert_eq!(output_bits(&ios[0], &s), output_bits(&ios[1], &s), "{what}: outputs");
     }
     assert!(flushed > 0, "some cycle folded");
 }

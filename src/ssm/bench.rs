@@ -378,7 +378,7 @@ fn bench_row(
             // [lockstep, staggered] × [f32, two precisions]
             let mut cycle_ms = [[0.0; 2]; 2];
             let mut parts = [[CycleParts::default(); 2]; 2];
-            for (spread, (ms2, part2)) in cycle_ms.iter_mut().zip(&mut parts).enumerate() {
+            for (spread, (ms2, part2)) in [false, true].into_iter().zip(cycle_ms.iter_mut().zip(&mut parts)) {
                 for (((rs, ms), part), window) in states.iter_mut().zip(ms2).zip(part2).zip(windows) {
                     // Fresh sequences ready to verify n drafts (with `spread`, spread over a
                     // flush period).
@@ -388,7 +388,7 @@ fn bench_row(
                     rs.fill(stream, Next::Verify(n))?;
                     rs.accepted.copy_from_host(stream, &vec![accepted as i32; batch])?;
                     rs.prepare_verify(&io, n)?;
-                    if spread == 1 {
+                    if spread {
                         stagger_rows(rs, stream, &io, n, accepted)?;
                     }
                     let rs = &*rs;
