@@ -30,6 +30,28 @@ pub enum EmuError {
         /// The entries there are, comma-separated.
         entries: String,
     },
+    /// Two threads of one launch set the same graph condition (`cudaGraphSetConditional`): on
+    /// a GPU they race.
+    #[error(
+        "PTX line {line} (`{inst}`), block {block:?} thread {thread:?}: sets graph condition {handle:#x}, which \
+         block {first_block:?} thread {first_thread:?} of the same launch set"
+    )]
+    ConditionRace {
+        /// 1-based line of the PTX text.
+        line: usize,
+        /// The instruction text.
+        inst: String,
+        /// The condition's handle.
+        handle: u64,
+        /// `%ctaid` of the second setter.
+        block: [u32; 3],
+        /// `%tid` of the second setter.
+        thread: [u32; 3],
+        /// `%ctaid` of the first setter.
+        first_block: [u32; 3],
+        /// `%tid` of the first setter.
+        first_thread: [u32; 3],
+    },
     /// The launch does not fit the entry (parameters, block size).
     #[error("launch of `{entry}`: {message}")]
     Launch {

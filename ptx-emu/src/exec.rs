@@ -59,6 +59,8 @@ pub(crate) struct Launch<'a> {
     pub block: [u32; 3],
     /// Bytes of dynamic shared memory (behind an `.extern .shared` array).
     pub dynamic_shared: u32,
+    /// The graph conditions this launch set, and the thread (`%ctaid`, `%tid`) that set each.
+    pub condition_setters: std::cell::RefCell<std::collections::HashMap<u64, ([u32; 3], [u32; 3])>>,
 }
 
 /// A block's mutable state.
@@ -475,6 +477,25 @@ impl Launch<'_> {
                         }
                         Err(e) => return Err(self.mem_err(ctaid, t, pc, space_name(space), at, len, e)),
                     }
+                }
+                Op::SetCondition { handle, value } => {
+                    let (h, v) = (regs[handle as usize], regs[value as usize] as u32 != 0);
+                    let me = (ctaid, tid_of(t, self.block));
+                    if let Some(&(first_block, first_thread)) = self.condition_setters.borrow().get(&h) {
+                        if (first_block, first_thread) != me {
+                            return Err(EmuError::ConditionRace {
+                                line: self.f.lines[pc],
+                                inst: self.f.texts[pc].clone(),
+                                handle: h,
+                                block: me.0,
+                                thread: me.1,
+                                first_block,
+                                first_thread,
+                            });
+                        }
+                    }
+                    self.condition_setters.borrow_mut().insert(h, me);
+                    global.set_condition(h, v);
                 }
                 Op::Prefetch { addr } => {
                     let at = rd(regs, addr.base).wrapping_add(addr.offset as u64);

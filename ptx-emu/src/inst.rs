@@ -367,6 +367,9 @@ pub enum MmaKind {
 /// One decoded operation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
+    /// `call cudaGraphSetConditional, (handle, value)`: sets a graph condition (its arguments
+    /// in the registers that stand for the call's `.param` variables).
+    SetCondition { handle: Reg, value: Reg },
     /// `mov`: copy the low `bits` of `a`.
     Mov { d: Reg, a: Src, bits: u32 },
     /// `mov.b32 d, {lo, hi}` / `mov.b64 d, {…}`: pack `n` parts of `part` bits.

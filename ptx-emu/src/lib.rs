@@ -194,6 +194,7 @@ impl Module {
             grid,
             block,
             dynamic_shared,
+            condition_setters: Default::default(),
         };
         let hits = launch.run(global)?;
         Ok(LaunchStats {

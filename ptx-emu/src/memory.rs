@@ -22,6 +22,8 @@ impl BufferId {
 #[derive(Clone, Debug, Default)]
 pub struct Global {
     buffers: Vec<Vec<u8>>,
+    /// The graph conditions kernels set (`cudaGraphSetConditional`), in order.
+    conditions: Vec<(u64, bool)>,
 }
 
 impl Global {
@@ -34,6 +36,17 @@ impl Global {
     pub fn alloc(&mut self, bytes: Vec<u8>) -> BufferId {
         self.buffers.push(bytes);
         BufferId(self.buffers.len() - 1)
+    }
+
+    /// Every graph condition a kernel set (`cudaGraphSetConditional`), `(handle, value)` in
+    /// the order they were set.
+    pub fn graph_conditions(&self) -> &[(u64, bool)] {
+        &self.conditions
+    }
+
+    /// Records a graph condition set by a kernel.
+    pub(crate) fn set_condition(&mut self, handle: u64, value: bool) {
+        self.conditions.push((handle, value));
     }
 
     /// A buffer's bytes.

@@ -109,10 +109,14 @@ fn perr(line: usize, message: String) -> EmuError {
     EmuError::Parse { line, message }
 }
 
+/// The one external function calls may name: the device runtime's graph-condition setter.
+const SET_CONDITION: &str = "cudaGraphSetConditional";
+
 /// Parses a whole module.
 pub fn parse(text: &str) -> Result<Program, EmuError> {
     let mut functions = vec![];
     let mut shared = Shared::default();
+    let mut declares_set_condition = false;
     let lines: Vec<(usize, String)> = strip_comments(text)
         .lines()
         .enumerate()
@@ -132,8 +136,15 @@ pub fn parse(text: &str) -> Result<Program, EmuError> {
         } else if l.starts_with(".shared") || l.starts_with(".extern .shared") {
             shared.declare(*ln, l)?;
             i += 1;
+        } else if let Some(decl) = l.strip_prefix(".extern .func") {
+            // The device runtime's functions ptxas resolves itself: only graph conditions.
+            if !decl.trim_start().starts_with(SET_CONDITION) {
+                return Err(perr(*ln, format!("unsupported external function `{l}`")));
+            }
+            declares_set_condition = true;
+            i += 1;
         } else if l.starts_with(".visible .entry") || l.starts_with(".entry") {
-            let (f, next) = parse_entry(&lines, i, &shared)?;
+            let (f, next) = parse_entry(&lines, i, &shared, declares_set_condition)?;
             functions.push(f);
             i = next;
         } else {
@@ -175,7 +186,12 @@ fn strip_comments(text: &str) -> String {
 
 /// Parses `.entry NAME( … ) … { … }` starting at `lines[start]`; returns it and the index of
 /// the line after its closing brace.
-fn parse_entry(lines: &[(usize, String)], start: usize, module_shared: &Shared) -> Result<(Function, usize), EmuError> {
+fn parse_entry(
+    lines: &[(usize, String)],
+    start: usize,
+    module_shared: &Shared,
+    declares_set_condition: bool,
+) -> Result<(Function, usize), EmuError> {
     let (ln, head) = (lines[start].0, lines[start].1.as_str());
     let after = head.split(".entry").nth(1).unwrap_or("").trim();
     let (name, rest) = after
@@ -250,6 +266,8 @@ fn parse_entry(lines: &[(usize, String)], start: usize, module_shared: &Shared) 
         texts: vec![],
         labels: HashMap::new(),
         fixups: vec![],
+        call_args: HashMap::new(),
+        declares_set_condition,
     };
     loop {
         let (bl, l) = lines.get(i).ok_or_else(|| perr(ln, "unterminated entry body".into()))?;
@@ -311,6 +329,10 @@ struct Body<'a> {
     texts: Vec<String>,
     labels: HashMap<String, u32>,
     fixups: Vec<(usize, String, usize)>,
+    /// The body's call arguments (`.param` variables): their register slots and sizes.
+    call_args: HashMap<String, (u32, u32)>,
+    /// Whether the module declares `cudaGraphSetConditional`.
+    declares_set_condition: bool,
 }
 
 /// The parts of one instruction: opcode pieces and operand strings.
@@ -396,6 +418,9 @@ impl Body<'_> {
         if l.starts_with(".shared") {
             return self.shared.declare(line, l);
         }
+        if let Some(decl) = l.strip_prefix(".param") {
+            return self.declare_call_arg(line, decl);
+        }
         if l.starts_with('.') {
             return Err(perr(line, format!("unsupported directive `{l}`")));
         }
@@ -430,6 +455,51 @@ impl Body<'_> {
         self.lines.push(line);
         self.texts.push(l.to_string());
         Ok(())
+    }
+
+    /// `.param .bN name` in a body: a call's argument, held in a register slot of its own.
+    fn declare_call_arg(&mut self, line: usize, decl: &str) -> Result<(), EmuError> {
+        let toks: Vec<&str> = decl.split_whitespace().collect();
+        let bytes = match toks.as_slice() {
+            [t, _] => type_bytes(t.trim_start_matches('.')),
+            _ => None,
+        }
+        .ok_or_else(|| perr(line, format!("unsupported call argument `.param{decl}`")))?;
+        self.call_args.insert(toks[1].to_string(), (self.nregs, bytes));
+        self.nregs += 1;
+        Ok(())
+    }
+
+    /// `call cudaGraphSetConditional, (handle, value)`.
+    fn call(&self, p: &Parts) -> Result<Op, EmuError> {
+        p.only(&["uni"])?;
+        let at = p.text.find(p.opcode).map_or(0, |i| i + p.opcode.len());
+        let operands = p.text[at..].trim();
+        let (callee, args) = operands
+            .split_once(',')
+            .ok_or_else(|| p.err(format!("expected `call NAME, (ARGS)`: `{}`", p.text)))?;
+        if callee.trim() != SET_CONDITION || !self.declares_set_condition {
+            return Err(p.err(format!(
+                "call of an undeclared or unsupported function `{}`",
+                callee.trim()
+            )));
+        }
+        let args = args
+            .trim()
+            .strip_prefix('(')
+            .and_then(|a| a.strip_suffix(')'))
+            .ok_or_else(|| p.err("expected `(handle, value)`".to_string()))?;
+        let arg = |name: &str, bytes: u32| match self.call_args.get(name.trim()) {
+            Some(&(reg, b)) if b == bytes => Ok(reg),
+            _ => Err(p.err(format!("`{}` is not a {bytes}-byte call argument", name.trim()))),
+        };
+        match args.split(',').collect::<Vec<_>>().as_slice() {
+            [h, v] => Ok(Op::SetCondition {
+                handle: arg(h, 8)?,
+                value: arg(v, 4)?,
+            }),
+            _ => Err(p.err("cudaGraphSetConditional takes two arguments".to_string())),
+        }
     }
 
     fn declare_reg(&mut self, line: usize, l: &str) -> Result<(), EmuError> {
@@ -557,6 +627,7 @@ impl Body<'_> {
 
     fn decode(&mut self, base: &str, p: &Parts) -> Result<Op, EmuError> {
         match base {
+            "call" => self.call(p),
             "mov" => self.mov(p),
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl" | "shr" => {
                 self.binary(base, p)
@@ -1156,7 +1227,22 @@ impl Body<'_> {
     fn st(&self, p: &Parts) -> Result<Op, EmuError> {
         p.want(2)?;
         let (space, n, bytes) = self.access(p)?;
-        let space = space.ok_or_else(|| p.err("stores to .param are not supported"))?;
+        let Some(space) = space else {
+            // A call's argument: a move into the register slot that holds it.
+            let name = p.ops[0].trim_start_matches('[').trim_end_matches(']').trim();
+            let &(d, b) = self
+                .call_args
+                .get(name)
+                .ok_or_else(|| p.err(format!("store to `{name}`, which is not a call argument")))?;
+            if n != 1 || b != bytes {
+                return Err(p.err(format!("call argument `{name}` has {b} bytes, stored as {bytes}")));
+            }
+            return Ok(Op::Mov {
+                d,
+                a: self.src(p, p.ops[1])?,
+                bits: bytes * 8,
+            });
+        };
         let s = if n == 1 {
             [self.src(p, p.ops[1])?, Src::Imm(0), Src::Imm(0), Src::Imm(0)]
         } else {

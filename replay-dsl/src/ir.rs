@@ -277,6 +277,16 @@ pub enum Op {
         /// Which lanes take part.
         mask: Option<Value>,
     },
+    /// Sets the condition of a CUDA graph's conditional node: `handle` (an `i64` scalar, the
+    /// node's handle as the runtime's capture made it) to `value` (a `bool` scalar). One thread
+    /// of the program sets it; two programs (or launches running at once) setting one handle
+    /// race, which is undefined.
+    SetCondition {
+        /// The conditional node's handle.
+        handle: Value,
+        /// Whether the node runs its body.
+        value: Value,
+    },
     /// A runtime loop `for iv in (lo..hi).step_by(step)` over i32 scalars. `body.args` are
     /// `[iv, carried...]`; the body ends in a `Yield` of the next carried values; the results
     /// are the carried values after the last iteration (the initial ones if it never runs).
@@ -475,6 +485,7 @@ impl Op {
             Op::Atomic {
                 ptr, value, cmp, mask, ..
             } => [Some(*ptr), Some(*value), *cmp, *mask].into_iter().flatten().collect(),
+            Op::SetCondition { handle, value } => vec![*handle, *value],
             Op::For { lo, hi, step, init, .. } => {
                 let mut v = vec![*lo, *hi, *step];
                 v.extend(init);
@@ -494,6 +505,7 @@ impl Op {
                 | Op::CopyAsync { .. }
                 | Op::WaitAsync(_)
                 | Op::Atomic { .. }
+                | Op::SetCondition { .. }
                 | Op::Yield(_)
         )
     }
@@ -577,6 +589,10 @@ impl Op {
                 cmp.iter_mut().for_each(&mut g);
                 mask.iter_mut().for_each(&mut g);
             }
+            Op::SetCondition { handle, value } => {
+                g(handle);
+                g(value)
+            }
             Op::For { lo, hi, step, init, .. } => {
                 g(lo);
                 g(hi);
@@ -638,6 +654,7 @@ impl Op {
                 DotPrecision::Ieee => "dot.ieee".into(),
             },
             Op::Atomic { kind, .. } => format!("atomic.{}", format!("{kind:?}").to_lowercase()),
+            Op::SetCondition { .. } => "set_condition".into(),
             Op::For { .. } => "for".into(),
             Op::If { .. } => "if".into(),
             Op::Yield(_) => "yield".into(),

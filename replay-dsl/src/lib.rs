@@ -19,8 +19,8 @@ pub mod prelude {
         abs, arange, atomic_add, atomic_cas, atomic_max, cumprod, cumprod_exclusive, cumprod_reverse,
         cumprod_reverse_exclusive, cumsum, cumsum_exclusive, cumsum_reverse, cumsum_reverse_exclusive, dot, dot_acc,
         dot_acc_in, dot_in, exp, exp2, load, load_or, log, log2, max, max_all, maximum, min, min_all, minimum,
-        num_programs, prefetch, program_id, rsqrt, select, sigmoid, silu, softplus, sqrt, static_assert, store, sum,
-        sum_all, tanh, Compare, Logic, MaskArg,
+        num_programs, prefetch, program_id, rsqrt, select, set_graph_condition, sigmoid, silu, softplus, sqrt,
+        static_assert, store, sum, sum_all, tanh, Compare, Logic, MaskArg,
     };
     pub use crate::front::shared::{shared, wait_async, Shared};
     pub use crate::front::tile::{constant, full, zeros, Element, Float, Int, Num, Operand, Ptr, Scalar, Tile};

@@ -31,7 +31,7 @@ pub mod tune;
 
 pub use driver::buffer::{DeviceBuffer, RawBuffer};
 pub use driver::device::{Backend, Device, DeviceInfo};
-pub use driver::graph::Graph;
+pub use driver::graph::{Graph, GraphCondition};
 pub use driver::module::{LoadInfo, LoadedKernel, ModuleKey};
 pub use driver::stream::{Event, Stream};
 pub use elem::HostElem;

@@ -637,6 +637,7 @@ impl<'k> Assignment<'k> {
                 v
             }
             Op::SharedRead { stage, .. } => vec![(*stage, self.scalar)],
+            Op::SetCondition { handle, value } => vec![(*handle, self.scalar), (*value, self.scalar)],
             Op::Reduce { value, .. } => vec![(*value, self.reduce_input(inst.results[0]))],
             Op::Scan { value, axis, .. } => vec![(*value, self.scan_input(*value, *axis))],
             Op::Dot { a, b, acc, precision } => {
@@ -839,7 +840,12 @@ impl<'k> Assignment<'k> {
                         self.set_real(*res, l);
                     }
                 }
-                Op::Store { .. } | Op::Prefetch { .. } | Op::CopyAsync { .. } | Op::WaitAsync(_) | Op::Yield(_) => {}
+                Op::Store { .. }
+                | Op::Prefetch { .. }
+                | Op::CopyAsync { .. }
+                | Op::WaitAsync(_)
+                | Op::SetCondition { .. }
+                | Op::Yield(_) => {}
             }
         }
     }

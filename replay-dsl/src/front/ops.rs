@@ -108,6 +108,28 @@ pub fn prefetch<T: Scalar>(ptr: Tile<Ptr<T>>, mask: impl MaskArg) {
     super::builder::push(Op::Prefetch { ptr: p, mask: m }, vec![]);
 }
 
+/// Sets the condition of a CUDA graph's conditional node to `value` (a `bool` scalar): the
+/// node runs its body when the last value set before it is true. `handle` (an `i64` scalar) is
+/// the node's handle, an argument the runtime's graph capture supplies. The program's first
+/// thread sets it; set it from one program per launch (say, under `if program_id(0) == 0`):
+/// two programs setting one condition race (the interpreter reports it).
+#[track_caller]
+pub fn set_graph_condition(handle: impl Operand<i64>, value: impl Operand<bool>) {
+    let (h, v) = (handle.value(), value.value());
+    for (what, x) in [("handle", h), ("value", v)] {
+        if ty(x).rank() != 0 {
+            fail(
+                "set_graph_condition",
+                ErrorKind::Shape(format!(
+                    "the condition's {what} must be a scalar, got shape {:?}",
+                    ty(x).shape
+                )),
+            );
+        }
+    }
+    super::builder::push(Op::SetCondition { handle: h, value: v }, vec![]);
+}
+
 /// Stores `value` through a tile of pointers where `mask` is true.
 #[track_caller]
 pub fn store<T: Scalar>(ptr: Tile<Ptr<T>>, value: impl Operand<T>, mask: impl MaskArg) {

@@ -110,6 +110,23 @@ pub enum InterpError {
         /// What is wrong.
         message: String,
     },
+    /// Two programs of one launch set the same graph condition: on a GPU they race.
+    #[error(
+        "kernel `{kernel}`, op `{op}`, program {program:?}: sets graph condition {handle}, which program \
+         {first:?} of the same launch set (two programs setting one condition race)"
+    )]
+    ConditionRace {
+        /// Kernel name.
+        kernel: String,
+        /// Op mnemonic.
+        op: String,
+        /// Program id.
+        program: [u32; 3],
+        /// The condition's handle.
+        handle: i64,
+        /// The program that set it first.
+        first: [u32; 3],
+    },
     /// IR the interpreter cannot execute (ill-typed or malformed; normally a front-end bug).
     #[error("kernel `{kernel}`, op `{op}`, program {program:?}: {message}")]
     Unsupported {
@@ -136,6 +153,7 @@ impl InterpError {
             | InterpError::DivisionByZero { kernel, .. }
             | InterpError::BadStep { kernel, .. }
             | InterpError::SharedBuffer { kernel, .. }
+            | InterpError::ConditionRace { kernel, .. }
             | InterpError::Unsupported { kernel, .. } => kernel,
         }
     }
@@ -147,6 +165,7 @@ impl InterpError {
             | InterpError::DivisionByZero { op, .. }
             | InterpError::BadStep { op, .. }
             | InterpError::SharedBuffer { op, .. }
+            | InterpError::ConditionRace { op, .. }
             | InterpError::Unsupported { op, .. } => Some(op),
             _ => None,
         }
@@ -159,6 +178,7 @@ impl InterpError {
             | InterpError::DivisionByZero { program, .. }
             | InterpError::BadStep { program, .. }
             | InterpError::SharedBuffer { program, .. }
+            | InterpError::ConditionRace { program, .. }
             | InterpError::Unsupported { program, .. } => Some(*program),
             _ => None,
         }

@@ -30,6 +30,10 @@ enum Fault {
     DivZero,
     BadStep(i64),
     Shared(String),
+    ConditionRace {
+        handle: i64,
+        first: [u32; 3],
+    },
     Unsupported(String),
     /// An error already tagged (from a nested block).
     Tagged(Box<InterpError>),
@@ -72,6 +76,7 @@ pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], mem: &mut Memory) -> R
         env: vec![None; kernel.values.len()],
         stages: Vec::new(),
         in_flight: Default::default(),
+        conditions_set: Default::default(),
     };
     for x in 0..grid[0] {
         for y in 0..grid[1] {
@@ -146,6 +151,8 @@ struct Exec<'a> {
     stages: Vec<Vec<Option<Rc<Data>>>>,
     /// Copy groups in flight, oldest first: (buffer, stage, the copied tile).
     in_flight: std::collections::VecDeque<(usize, usize, Rc<Data>)>,
+    /// The graph conditions this launch set, and the program that set each.
+    conditions_set: std::collections::HashMap<i64, [u32; 3]>,
 }
 
 impl<'a> Exec<'a> {
@@ -188,6 +195,13 @@ impl<'a> Exec<'a> {
                 op,
                 program,
                 message,
+            },
+            Fault::ConditionRace { handle, first } => InterpError::ConditionRace {
+                kernel,
+                op,
+                program,
+                handle,
+                first,
             },
             Fault::Unsupported(message) => InterpError::Unsupported {
                 kernel,
@@ -478,6 +492,19 @@ impl<'a> Exec<'a> {
                         Self::check(self.mem, e, p)?;
                     }
                 }
+                Ok(())
+            }
+            Op::SetCondition { handle, value } => {
+                let handle = self.scalar_int(*handle)?;
+                let value = match &*self.bools(*value)? {
+                    Data::B(b) if b.len() == 1 => b[0],
+                    _ => return unsupported("a graph condition's value must be a bool scalar"),
+                };
+                let first = *self.conditions_set.entry(handle).or_insert(self.pid);
+                if first != self.pid {
+                    return Err(Fault::ConditionRace { handle, first });
+                }
+                self.mem.conditions.push((handle, value));
                 Ok(())
             }
             Op::CopyAsync {

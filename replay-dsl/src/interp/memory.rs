@@ -30,12 +30,20 @@ pub(crate) struct Buffer {
 #[derive(Clone, Debug, Default)]
 pub struct Memory {
     pub(crate) bufs: Vec<Buffer>,
+    /// The graph conditions kernels set ([`crate::ir::Op::SetCondition`]), in order.
+    pub(crate) conditions: Vec<(i64, bool)>,
 }
 
 impl Memory {
     /// An empty memory.
     pub fn new() -> Memory {
         Memory::default()
+    }
+
+    /// Every graph condition a kernel set, `(handle, value)` in the order they were set (on a
+    /// GPU, the value a conditional node reads is the last one set before it).
+    pub fn graph_conditions(&self) -> &[(i64, bool)] {
+        &self.conditions
     }
 
     /// Allocates a buffer holding a copy of `data`.

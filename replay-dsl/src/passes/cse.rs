@@ -25,6 +25,7 @@ fn is_pure(op: &Op) -> bool {
             | Op::WaitAsync(_)
             | Op::SharedRead { .. }
             | Op::Atomic { .. }
+            | Op::SetCondition { .. }
             | Op::For { .. }
             | Op::If { .. }
             | Op::Yield(_)

@@ -90,6 +90,8 @@ pub(crate) struct DeviceInner {
     pub(crate) kind: DeviceKind,
     pub(crate) info: DeviceInfo,
     pub(crate) modules: ModuleCache,
+    /// The graph conditions kernels set on a CPU backend, in order.
+    pub(crate) conditions: std::sync::Mutex<Vec<(i64, bool)>>,
 }
 
 /// A device that runs kernels. Cheap to clone (a shared handle).
@@ -198,6 +200,7 @@ impl Device {
                 kind: DeviceKind::Cuda(ctx, jit),
                 info,
                 modules: ModuleCache::default(),
+                conditions: Default::default(),
             }),
         })
     }
@@ -243,6 +246,7 @@ impl Device {
                 kind,
                 info,
                 modules: ModuleCache::default(),
+                conditions: Default::default(),
             }),
         }
     }
@@ -255,6 +259,18 @@ impl Device {
     /// The backend of this device.
     pub fn backend(&self) -> Backend {
         self.inner.info.backend
+    }
+
+    /// The graph conditions (`set_graph_condition`) kernels have set on this device, `(handle,
+    /// value)` in order, taken out of the log — on the CPU backends, which run no graphs (always
+    /// empty on a GPU, where conditional nodes read them).
+    pub fn take_graph_conditions(&self) -> Vec<(i64, bool)> {
+        std::mem::take(&mut *self.inner.conditions.lock().expect("condition log"))
+    }
+
+    /// Appends conditions a kernel set on a CPU backend to the log.
+    pub(crate) fn log_graph_conditions(&self, set: impl IntoIterator<Item = (i64, bool)>) {
+        self.inner.conditions.lock().expect("condition log").extend(set);
     }
 
     /// Waits for all work on the device.

@@ -48,6 +48,8 @@ pub fn run(stream: &Stream, loaded: &LoadedKernel, grid: Grid, args: &[ArgValue<
         &params,
         &mut global,
     );
+    let set = global.graph_conditions().iter().map(|&(h, v)| (h as i64, v));
+    stream.device().log_graph_conditions(set);
     // Blocks that ran before a fault keep their effects, as on a GPU.
     for (b, id) in &buffers {
         b.write_bytes(stream, global.bytes(*id))?;

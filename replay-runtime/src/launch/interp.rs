@@ -35,6 +35,9 @@ pub fn run(stream: &Stream, loaded: &LoadedKernel, grid: Grid, args: &[ArgValue<
         },
     )?;
     let result = interp::run(ir, [grid.x, grid.y, grid.z], &params, &mut mem);
+    stream
+        .device()
+        .log_graph_conditions(mem.graph_conditions().iter().copied());
     // Programs that ran before a fault keep their effects, as on a GPU.
     for (b, id) in &buffers {
         b.write_bytes(stream, mem.bytes(*id))?;

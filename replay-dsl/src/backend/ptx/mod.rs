@@ -23,6 +23,7 @@ mod convert;
 mod divide;
 mod dot;
 mod elementwise;
+mod graph;
 mod lines;
 mod math;
 mod memory;
@@ -84,6 +85,8 @@ pub struct Emitter<'k> {
     non_negative: std::collections::HashSet<Reg>,
     /// Source lines to emit (`.file` / `.loc`), when asked for.
     lines: Option<lines::LineTable>,
+    /// Whether the kernel sets graph conditions (and declares the device runtime's function).
+    sets_conditions: bool,
 }
 
 /// The result of emitting a kernel.
@@ -133,6 +136,7 @@ pub fn emit_kernel<'k>(
         bases: HashMap::new(),
         non_negative: Default::default(),
         lines: line_info.then(|| lines::LineTable::of(kernel)),
+        sets_conditions: false,
     };
     e.block(&kernel.body)?;
     if e.shared_bytes() > super::smem::LIMIT {
@@ -163,6 +167,9 @@ impl<'k> Emitter<'k> {
         );
         if let Some(lines) = &self.lines {
             let _ = writeln!(s, "{}", lines.header());
+        }
+        if self.sets_conditions {
+            let _ = writeln!(s, "{}\n", graph::DECLARATION);
         }
         let shared = self.shared_bytes().div_ceil(16) * 16;
         if shared > super::smem::STATIC_LIMIT {
@@ -315,6 +322,7 @@ impl<'k> Emitter<'k> {
                 self.wait_async(*pending);
                 return Ok(());
             }
+            Op::SetCondition { handle, value } => return self.set_condition(*handle, *value),
             _ => {}
         }
         let r = inst.results[0];

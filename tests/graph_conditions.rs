@@ -1,0 +1,101 @@
+//! Conditional graph nodes on the GPU: a kernel's `set_graph_condition` decides, in every
+//! replay of a captured graph, whether the bodies of the `Stream::capture_if` nodes after it
+//! run; the condition is back at its default at the start of each replay. Skips without a GPU.
+
+use replay_dsl::prelude::*;
+use replay_macros::kernel;
+use replay_runtime::launch::kernel::Engine;
+use replay_runtime::{ArgValue, Device, DeviceBuffer, Grid, KernelExt, Stream};
+
+/// Sets `condition` to `x[at] > 0` (with `set != 0`; nothing otherwise).
+#[kernel]
+pub fn set_if_positive(#[extent(at + 1)] x: Ptr<i32>, at: i32, condition: i64, set: i32) {
+    let v = load(x + at, true);
+    if set != 0 {
+        set_graph_condition(condition, v > 0);
+    }
+}
+
+/// `out[at] = value`.
+#[kernel]
+pub fn mark(#[extent(at + 1)] out: Ptr<i32>, at: i32, value: i32) {
+    store(out + at, value, true);
+}
+
+fn gpu_stream() -> Option<Stream> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d.new_stream().unwrap()),
+        Err(e) => {
+            println!("skipped: no CUDA GPU ({e})");
+            None
+        }
+    }
+}
+
+#[test]
+fn conditional_nodes_follow_the_condition_a_kernel_sets_gpu() {
+    let Some(s) = gpu_stream() else { return };
+    let dev = s.device().clone();
+    let body = dev.new_stream().unwrap();
+    let setter = set_if_positive::Kernel::compile(&dev, set_if_positive::Config::default()).unwrap();
+    let marker = mark::Kernel::compile(&dev, mark::Config::default()).unwrap();
+    let mut x = DeviceBuffer::<i32>::zeros(&s, 2).unwrap();
+    let mut out = DeviceBuffer::<i32>::zeros(&s, 3).unwrap();
+    let one = Grid::new(1, 1, 1);
+    let set = |s: &Stream, at: i32, c: i64, on: bool| {
+        let args = [
+            ArgValue::Buffer(x.raw()),
+            ArgValue::I32(at),
+            ArgValue::I64(c),
+            ArgValue::I32(on as i32),
+        ];
+        setter.launch_values(s, one, &args, Engine::Device)
+    };
+    let mark_at = |s: &Stream, at: i32| {
+        let args = [ArgValue::Buffer(out.raw()), ArgValue::I32(at), ArgValue::I32(7)];
+        marker.launch_values(s, one, &args, Engine::Device)
+    };
+    // Load both kernels before capturing (no condition set outside a graph).
+    set(&s, 0, 0, false).unwrap();
+    mark_at(&s, 0).unwrap();
+    // [IF mark 0] [set from x[0]] [IF mark 1] [set from x[1]] [IF mark 2], one condition.
+    let graph = s
+        .capture(|s| {
+            let c = s.new_graph_condition(true)?;
+            assert_eq!(s.capture_id()?, Some(c.capture()));
+            s.capture_if(c, &body, |b| mark_at(b, 0))?;
+            set(s, 0, c.handle(), true)?;
+            s.capture_if(c, &body, |b| mark_at(b, 1))?;
+            set(s, 1, c.handle(), true)?;
+            s.capture_if(c, &body, |b| mark_at(b, 2))
+        })
+        .unwrap();
+    assert_eq!(s.capture_id().unwrap(), None);
+    for (xs, want) in [
+        ([5, -3], [7, 7, 0]),
+        ([-1, 2], [7, 0, 7]),
+        ([0, 0], [7, 0, 0]),
+        ([9, 9], [7, 7, 7]),
+    ] {
+        x.copy_from_host(&s, &xs).unwrap();
+        out.copy_from_host(&s, &[-1, -1, -1]).unwrap();
+        graph.launch().unwrap();
+        let got = out.to_host(&s).unwrap();
+        // A body that did not run leaves its poison.
+        let want: Vec<i32> = want.iter().map(|&w| if w == 0 { -1 } else { w }).collect();
+        assert_eq!(got, want, "x = {xs:?}");
+    }
+}
+
+#[test]
+fn graph_conditions_need_a_capture() {
+    for dev in [Device::interpreter(), Device::emulator()] {
+        let s = dev.new_stream().unwrap();
+        assert_eq!(s.capture_id().unwrap(), None);
+        assert!(s.new_graph_condition(true).is_err());
+    }
+    let Some(s) = gpu_stream() else { return };
+    assert_eq!(s.capture_id().unwrap(), None);
+    let err = s.new_graph_condition(true).unwrap_err();
+    assert!(err.to_string().contains("outside a CUDA graph capture"), "{err}");
+}
