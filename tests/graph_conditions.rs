@@ -1,6 +1,7 @@
 //! Conditional graph nodes on the GPU: a kernel's `set_graph_condition` decides, in every
-//! replay of a captured graph, whether the bodies of the `Stream::capture_if` nodes after it
-//! run; the condition is back at its default at the start of each replay. Skips without a GPU.
+//! replay of a captured graph, whether the body of the `Stream::capture_if` node after it
+//! runs; a condition no kernel sets keeps its default; one condition serves one node; a
+//! condition no node reads does not break the capture. Skips without a GPU.
 
 use replay_dsl::prelude::*;
 use replay_macros::kernel;
@@ -40,7 +41,7 @@ fn conditional_nodes_follow_the_condition_a_kernel_sets_gpu() {
     let setter = set_if_positive::Kernel::compile(&dev, set_if_positive::Config::default()).unwrap();
     let marker = mark::Kernel::compile(&dev, mark::Config::default()).unwrap();
     let mut x = DeviceBuffer::<i32>::zeros(&s, 2).unwrap();
-    let mut out = DeviceBuffer::<i32>::zeros(&s, 3).unwrap();
+    let mut out = DeviceBuffer::<i32>::zeros(&s, 4).unwrap();
     let one = Grid::new(1, 1, 1);
     let set = |s: &Stream, at: i32, c: i64, on: bool| {
         let args = [
@@ -58,32 +59,40 @@ fn conditional_nodes_follow_the_condition_a_kernel_sets_gpu() {
     // Load both kernels before capturing (no condition set outside a graph).
     set(&s, 0, 0, false).unwrap();
     mark_at(&s, 0).unwrap();
-    // [IF mark 0] [set from x[0]] [IF mark 1] [set from x[1]] [IF mark 2], one condition.
     let graph = s
         .capture(|s| {
-            let c = s.new_graph_condition(true)?;
-            assert_eq!(s.capture_id()?, Some(c.capture()));
-            s.capture_if(c, &body, |b| mark_at(b, 0))?;
-            set(s, 0, c.handle(), true)?;
-            s.capture_if(c, &body, |b| mark_at(b, 1))?;
-            set(s, 1, c.handle(), true)?;
-            s.capture_if(c, &body, |b| mark_at(b, 2))
+            // Defaults: true runs the body, false does not.
+            let c0 = s.new_graph_condition(true)?;
+            assert_eq!(s.capture_id()?, Some(c0.capture()));
+            s.capture_if(c0, &body, |b| mark_at(b, 0))?;
+            let c1 = s.new_graph_condition(false)?;
+            s.capture_if(c1, &body, |b| mark_at(b, 1))?;
+            // Set by a kernel before the node.
+            let c2 = s.new_graph_condition(false)?;
+            set(s, 0, c2.handle(), true)?;
+            s.capture_if(c2, &body, |b| mark_at(b, 2))?;
+            let c3 = s.new_graph_condition(true)?;
+            set(s, 1, c3.handle(), true)?;
+            s.capture_if(c3, &body, |b| mark_at(b, 3))?;
+            // A condition serves one node.
+            assert!(s.capture_if(c2, &body, |b| mark_at(b, 0)).is_err());
+            // Set, but read by no node: the capture closes it.
+            let c4 = s.new_graph_condition(true)?;
+            set(s, 0, c4.handle(), true)
         })
         .unwrap();
     assert_eq!(s.capture_id().unwrap(), None);
     for (xs, want) in [
-        ([5, -3], [7, 7, 0]),
-        ([-1, 2], [7, 0, 7]),
-        ([0, 0], [7, 0, 0]),
-        ([9, 9], [7, 7, 7]),
+        ([5, -3], [7, -1, 7, -1]),
+        ([-1, 2], [7, -1, -1, 7]),
+        ([0, 0], [7, -1, -1, -1]),
+        ([9, 9], [7, -1, 7, 7]),
     ] {
         x.copy_from_host(&s, &xs).unwrap();
-        out.copy_from_host(&s, &[-1, -1, -1]).unwrap();
+        // A body that does not run leaves the poison.
+        out.copy_from_host(&s, &[-1; 4]).unwrap();
         graph.launch().unwrap();
-        let got = out.to_host(&s).unwrap();
-        // A body that did not run leaves its poison.
-        let want: Vec<i32> = want.iter().map(|&w| if w == 0 { -1 } else { w }).collect();
-        assert_eq!(got, want, "x = {xs:?}");
+        assert_eq!(out.to_host(&s).unwrap(), want, "x = {xs:?}");
     }
 }
 

@@ -310,7 +310,6 @@ fn run(case: Case) {
             (batch, n_slots),
             kinds[t].is_some(),
             n_next,
-            None,
         );
         launch(&commit_k, &s, (1, 1, 1), &commit);
         if lp {

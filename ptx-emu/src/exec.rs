@@ -59,9 +59,12 @@ pub(crate) struct Launch<'a> {
     pub block: [u32; 3],
     /// Bytes of dynamic shared memory (behind an `.extern .shared` array).
     pub dynamic_shared: u32,
-    /// The graph conditions this launch set, and the thread (`%ctaid`, `%tid`) that set each.
-    pub condition_setters: std::cell::RefCell<std::collections::HashMap<u64, ([u32; 3], [u32; 3])>>,
+    /// The graph conditions this launch set, and the thread that set each.
+    pub condition_setters: std::cell::RefCell<std::collections::HashMap<u64, Setter>>,
 }
+
+/// The thread that set a graph condition: `%ctaid`, `%tid`.
+pub(crate) type Setter = ([u32; 3], [u32; 3]);
 
 /// A block's mutable state.
 struct Cta {

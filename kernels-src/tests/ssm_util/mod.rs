@@ -669,8 +669,7 @@ pub fn commit_kernel(
 }
 
 /// The arguments of `mamba2_commit`: after a verification (`accepted` drafts per row) or a
-/// decode step, with flags for a next launch of `next` drafts (0: a decode step), setting the
-/// graph condition `condition` when given.
+/// decode step, with flags for a next launch of `next` drafts (0: a decode step).
 pub fn commit_args<'a>(
     slot_idx: &'a DeviceBuffer<i32>,
     accepted: &'a DeviceBuffer<i32>,
@@ -678,8 +677,7 @@ pub fn commit_args<'a>(
     (batch, slots): (usize, usize),
     after_verify: bool,
     next: usize,
-    condition: Option<i64>,
-) -> [ArgValue<'a>; 9] {
+) -> [ArgValue<'a>; 7] {
     [
         arg(slot_idx),
         arg(accepted),
@@ -688,8 +686,6 @@ pub fn commit_args<'a>(
         ArgValue::I32(slots as i32),
         ArgValue::I32(after_verify as i32),
         ArgValue::I32(next as i32),
-        ArgValue::I64(condition.unwrap_or(0)),
-        ArgValue::I32(condition.is_some() as i32),
     ]
 }
 

@@ -92,6 +92,8 @@ pub(crate) struct DeviceInner {
     pub(crate) modules: ModuleCache,
     /// The graph conditions kernels set on a CPU backend, in order.
     pub(crate) conditions: std::sync::Mutex<Vec<(i64, bool)>>,
+    /// Graph conditions made by captures in progress that no conditional node reads yet.
+    pub(crate) open_conditions: std::sync::Mutex<Vec<crate::driver::graph::GraphCondition>>,
 }
 
 /// A device that runs kernels. Cheap to clone (a shared handle).
@@ -201,6 +203,7 @@ impl Device {
                 info,
                 modules: ModuleCache::default(),
                 conditions: Default::default(),
+                open_conditions: Default::default(),
             }),
         })
     }
@@ -247,6 +250,7 @@ impl Device {
                 info,
                 modules: ModuleCache::default(),
                 conditions: Default::default(),
+                open_conditions: Default::default(),
             }),
         }
     }
@@ -266,6 +270,11 @@ impl Device {
     /// empty on a GPU, where conditional nodes read them).
     pub fn take_graph_conditions(&self) -> Vec<(i64, bool)> {
         std::mem::take(&mut *self.inner.conditions.lock().expect("condition log"))
+    }
+
+    /// Graph conditions of captures in progress that no conditional node reads yet.
+    pub(crate) fn open_conditions(&self) -> std::sync::MutexGuard<'_, Vec<crate::driver::graph::GraphCondition>> {
+        self.inner.open_conditions.lock().expect("open graph conditions")
     }
 
     /// Appends conditions a kernel set on a CPU backend to the log.

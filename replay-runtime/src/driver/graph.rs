@@ -33,7 +33,6 @@ struct CaptureInfo {
     id: u64,
     graph: sys::CUgraph,
     deps: Vec<sys::CUgraphNode>,
-    edges: Option<Vec<sys::CUgraphEdgeData>>,
 }
 
 /// An instantiated graph, replayed on the stream it was captured from.
@@ -62,7 +61,12 @@ impl Stream {
         };
         s.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| RuntimeError::driver("cuStreamBeginCapture", e))?;
-        let recorded = record(self);
+        let id = self.capture_id();
+        let recorded = record(self).and_then(|()| self.close_open_conditions());
+        // A capture that failed may leave conditions no node reads: they die with it.
+        if let Ok(Some(id)) = id {
+            self.device().open_conditions().retain(|c| c.capture != id);
+        }
         // End the capture whatever happened, so that the stream is usable again.
         let ended = s.end_capture(sys::CUgraphInstantiate_flags(0));
         recorded?;
@@ -104,8 +108,9 @@ impl Stream {
         if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
             return Ok(None);
         }
-        // The driver returned `n` dependencies (and `n` edges, or none), valid until the next
-        // call on the stream: they are copied out at once.
+        // The driver returned `n` dependencies, valid until the next call on the stream: they
+        // are copied out at once. (The edges' data is not kept: the nodes added here take
+        // default edges.)
         fn copy<T: Copy>(p: *const T, n: usize) -> Vec<T> {
             if n == 0 || p.is_null() {
                 return vec![];
@@ -117,7 +122,6 @@ impl Stream {
             id,
             graph,
             deps: copy(deps, n),
-            edges: (!edges.is_null()).then(|| copy(edges, n)),
         }))
     }
 
@@ -154,49 +158,26 @@ impl Stream {
             .result()
         }
         .map_err(|e| RuntimeError::driver("cuGraphConditionalHandleCreate", e))?;
-        Ok(GraphCondition { handle, capture: c.id })
+        let condition = GraphCondition { handle, capture: c.id };
+        self.device().open_conditions().push(condition);
+        Ok(condition)
     }
 
     /// Records, in this capturing stream, a conditional node that runs `body` (recorded on
     /// `body_stream`, a stream of the same device not capturing anything) in a replay only if
     /// `condition` is true when the stream's work reaches it: the value the last kernel before
-    /// it set, or its default.
+    /// it set, or its default. A condition serves one node.
     pub fn capture_if(
         &self,
         condition: GraphCondition,
         body_stream: &Stream,
         body: impl FnOnce(&Stream) -> Result<()>,
     ) -> Result<()> {
-        let c = self.capturing("a conditional node")?;
-        if c.id != condition.capture {
-            return Err(RuntimeError::Size(format!(
-                "graph condition of capture {} used in capture {}",
-                condition.capture, c.id
-            )));
-        }
-        let ctx = self.device().cuda_ctx().expect("a capturing stream is a CUDA stream");
+        let body_graph = self.add_if_node(condition)?;
         let body_cu = body_stream.cu_stream().expect("a CUDA stream").cu_stream();
-        let mut body_graph: sys::CUgraph = std::ptr::null_mut();
-        // SAFETY: a zeroed parameter block is valid for every node type; the fields of the
-        // conditional node are set below.
-        let mut params: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
-        params.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
-        params.__bindgen_anon_1.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
-            handle: condition.handle,
-            type_: sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
-            size: 1,
-            phGraph_out: &mut body_graph,
-            ctx: ctx.cu_ctx(),
-        };
-        let mut node: sys::CUgraphNode = std::ptr::null_mut();
-        let edges = c.edges.as_ref().map_or(std::ptr::null(), |e| e.as_ptr());
-        // SAFETY: the node goes into the capturing graph after the stream's current
-        // dependencies; `phGraph_out` points to `body_graph`, which the call sets.
-        unsafe {
-            sys::cuGraphAddNode_v2(&mut node, c.graph, c.deps.as_ptr(), edges, c.deps.len(), &mut params).result()
-        }
-        .map_err(|e| RuntimeError::driver("cuGraphAddNode", e))?;
-        // The body: recorded by capturing `body_stream` into the node's body graph.
+        // The body: recorded by capturing `body_stream` into the node's body graph. Relaxed: the
+        // thread's capture in progress already holds the thread-local restrictions, which a
+        // second capture on the thread cannot take again.
         // SAFETY: `body_graph` is the node's (empty) body graph.
         unsafe {
             sys::cuStreamBeginCaptureToGraph(
@@ -205,7 +186,7 @@ impl Stream {
                 std::ptr::null(),
                 std::ptr::null(),
                 0,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
             )
             .result()
         }
@@ -215,19 +196,97 @@ impl Stream {
         // SAFETY: ends the capture begun above (whatever `body` did), into `body_graph`.
         let ended = unsafe { sys::cuStreamEndCapture(body_cu, &mut out).result() };
         recorded?;
-        ended.map_err(|e| RuntimeError::driver("cuStreamEndCapture", e))?;
+        ended.map_err(|e| RuntimeError::driver("cuStreamEndCapture", e))
+    }
+
+    /// Adds an IF node on `condition` after the stream's current work, makes the stream's
+    /// later work wait for it, and returns its (empty) body graph.
+    fn add_if_node(&self, condition: GraphCondition) -> Result<sys::CUgraph> {
+        let c = self.capturing("a conditional node")?;
+        {
+            let mut open = self.device().open_conditions();
+            match open.iter().position(|o| *o == condition) {
+                Some(i) if c.id == condition.capture => open.swap_remove(i),
+                _ => {
+                    return Err(RuntimeError::Size(format!(
+                        "graph condition {:#x} of capture {} in capture {}: a condition serves one \
+                         conditional node, of the capture that made it",
+                        condition.handle, condition.capture, c.id
+                    )))
+                }
+            };
+        }
+        let ctx = self.device().cuda_ctx().expect("a capturing stream is a CUDA stream");
+        // SAFETY: a zeroed parameter block is valid for every node type; the fields of the
+        // conditional node are set below.
+        let mut params: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
+        params.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        params.__bindgen_anon_1.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
+            handle: condition.handle,
+            type_: sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
+            size: 1,
+            phGraph_out: std::ptr::null_mut(),
+            ctx: ctx.cu_ctx(),
+        };
+        let mut node: sys::CUgraphNode = std::ptr::null_mut();
+        let deps = if c.deps.is_empty() {
+            std::ptr::null()
+        } else {
+            c.deps.as_ptr()
+        };
+        // SAFETY: the node goes into the capturing graph after the stream's current
+        // dependencies; the call points `phGraph_out` to the node's array of body graphs.
+        unsafe {
+            sys::cuGraphAddNode_v2(&mut node, c.graph, deps, std::ptr::null(), c.deps.len(), &mut params).result()
+        }
+        .map_err(|e| RuntimeError::driver("cuGraphAddNode", e))?;
+        // SAFETY: reads back the pointer field the call set (a conditional node's parameters).
+        let bodies = unsafe { params.__bindgen_anon_1.conditional.phGraph_out };
+        if bodies.is_null() {
+            return Err(RuntimeError::Driver {
+                call: "cuGraphAddNode",
+                message: "the conditional node came without a body graph".into(),
+            });
+        }
         // The stream's work after this waits for the node.
         // SAFETY: `node` is a node of the stream's capture graph.
         unsafe {
-            sys::cuStreamUpdateCaptureDependencies(
+            sys::cuStreamUpdateCaptureDependencies_v2(
                 self.cu_stream().expect("a CUDA stream").cu_stream(),
                 &mut node,
+                std::ptr::null(),
                 1,
                 sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES as u32,
             )
             .result()
         }
-        .map_err(|e| RuntimeError::driver("cuStreamUpdateCaptureDependencies", e))
+        .map_err(|e| RuntimeError::driver("cuStreamUpdateCaptureDependencies", e))?;
+        // SAFETY: an IF node of size 1 has one body graph, owned by the node.
+        Ok(unsafe { *bodies })
+    }
+
+    /// Gives every condition of this stream's capture that no node reads yet a node with an
+    /// empty body (a graph with a condition no node reads does not instantiate): conditions
+    /// that the capture's last kernels set for work that never came.
+    fn close_open_conditions(&self) -> Result<()> {
+        let Some(id) = self.capture_id()? else {
+            return Ok(());
+        };
+        let open: Vec<GraphCondition> = self
+            .device()
+            .open_conditions()
+            .iter()
+            .filter(|c| c.capture == id)
+            .copied()
+            .collect();
+        for c in open {
+            let body = self.add_if_node(c)?;
+            let mut empty: sys::CUgraphNode = std::ptr::null_mut();
+            // SAFETY: `body` is the new node's body graph.
+            unsafe { sys::cuGraphAddEmptyNode(&mut empty, body, std::ptr::null(), 0).result() }
+                .map_err(|e| RuntimeError::driver("cuGraphAddEmptyNode", e))?;
+        }
+        Ok(())
     }
 }
 

@@ -13,9 +13,7 @@ use replay_kernels::ssm::kernels::verify::mamba2_verify;
 use replay_kernels::ssm::kernels::{initial_flush_flag, META_FLUSH, META_H, META_START, META_WORDS};
 use replay_kernels::ssm::reference::Mamba2Params;
 use replay_kernels::ssm::shapes::ModelShape;
-use replay_runtime::{
-    ArgValue, CompiledKernel, DeviceBuffer, Event, Graph, GraphCondition, Grid, KernelExt, RuntimeError, Stream,
-};
+use replay_runtime::{ArgValue, CompiledKernel, DeviceBuffer, Event, Graph, Grid, KernelExt, RuntimeError, Stream};
 use std::cell::Cell;
 
 /// ReplaySSM decode state of one Mamba-2 layer: per slot a checkpoint `[heads, dv, dk]` (f32),
@@ -29,9 +27,6 @@ use std::cell::Cell;
 ///   pre-flush when `h + n > L`); [`Mamba2ReplayState::commit`] then advances `h` by the accepted
 ///   counts, read from device memory ([`Mamba2ReplayState::accepted`]), in place in the current
 ///   counter buffer (`mamba2_commit`, a launch after the sampler).
-/// - **In a CUDA graph** the pre-flush is a conditional node: the commit before it says
-///   whether any row folds (a verification cycle without a flush launches no fold). See
-///   [`Self::verify`].
 /// - With [`ReplayPlan::lp`] (two state precisions) every checkpoint also has an f16 copy,
 ///   written with it by admission and every flush and read instead of it by non-flush steps and
 ///   verifications; the recurrence (every flush) reads the f32 checkpoint only.
@@ -74,10 +69,6 @@ pub struct Mamba2ReplayState {
     /// Where a pre-flush that verifies runs beside the verification.
     fold_branch: Option<FoldBranch>,
     commit_k: CompiledKernel<mamba2_commit::Kernel>,
-    /// The graph condition of the capture in progress: whether the next pre-flush folds.
-    fold_condition: Cell<Option<GraphCondition>>,
-    /// The stream a conditional pre-flush is recorded on (nothing runs on it).
-    fold_body: Stream,
 }
 
 /// A stream of its own for a pre-flush that verifies the rows it folds
@@ -102,8 +93,7 @@ impl FoldBranch {
     }
 }
 
-/// Rows per block of the commit's one program.
-const COMMIT_BLOCK: usize = 512;
+const COMMIT_BLOCK: usize = 128;
 
 impl Mamba2ReplayState {
     /// Allocates the state of `batch` rows with `slots` sequence slots (slot 0, the padding
@@ -172,8 +162,6 @@ impl Mamba2ReplayState {
             fold_k,
             fold_branch,
             commit_k,
-            fold_condition: Cell::new(None),
-            fold_body: device.new_stream()?,
         })
     }
 
@@ -245,8 +233,7 @@ impl Mamba2ReplayState {
         a
     }
 
-    /// The arguments of `mamba2_commit`, setting `condition` when given.
-    fn commit_args(&self, after_verify: bool, next: Next, condition: Option<GraphCondition>) -> Vec<ArgValue<'_>> {
+    fn commit_args(&self, after_verify: bool, next: Next) -> Vec<ArgValue<'_>> {
         vec![
             buf(&self.core.slot_idx),
             buf(&self.accepted),
@@ -255,25 +242,11 @@ impl Mamba2ReplayState {
             ArgValue::I32(self.core.state_slots as i32),
             ArgValue::I32(after_verify as i32),
             ArgValue::I32(next.drafts() as i32),
-            ArgValue::I64(condition.map_or(0, |c| c.handle())),
-            ArgValue::I32(condition.is_some() as i32),
         ]
     }
 
-    /// The graph condition of the capture `stream` records into (made on first use, true at
-    /// the start of every replay), or `None` when it is not capturing.
-    fn capture_condition(&self, stream: &Stream) -> Result<Option<GraphCondition>> {
-        let Some(id) = stream.capture_id()? else {
-            return Ok(None);
-        };
-        match self.fold_condition.get() {
-            Some(c) if c.capture() == id => Ok(Some(c)),
-            _ => {
-                let c = stream.new_graph_condition(true)?;
-                self.fold_condition.set(Some(c));
-                Ok(Some(c))
-            }
-        }
+    fn commit_grid(&self) -> Grid {
+        Grid::cdiv(self.core.batch as u64, COMMIT_BLOCK as u64)
     }
 
     /// One decode step — one launch — that also advances the counters (into the other
@@ -296,33 +269,20 @@ impl Mamba2ReplayState {
     /// Follow it with [`Self::commit`]. Two launches: [`Self::verify_outputs`], then
     /// [`Self::pre_flush`]; side by side where the plan's fold runs beside the verification
     /// ([`super::Tiles::beside`]).
-    ///
-    /// In a CUDA graph capture the pre-flush is recorded as a conditional node on a graph
-    /// condition of the capture, which is true at the start of every replay and which every
-    /// [`Self::commit`] recorded after it sets (to whether a row folds next): a cycle in which
-    /// no row folds launches no fold.
     pub fn verify(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
         match &self.fold_branch {
             Some(b) => {
                 b.fork.record(stream)?;
                 b.side.wait(&b.fork)?;
                 self.verify_outputs(stream, io, n)?;
-                self.conditional_pre_flush(&b.side, io, n)?;
+                self.pre_flush(&b.side, io, n)?;
                 b.join.record(&b.side)?;
                 stream.wait(&b.join)
             }
             None => {
                 self.verify_outputs(stream, io, n)?;
-                self.conditional_pre_flush(stream, io, n)
+                self.pre_flush(stream, io, n)
             }
-        }
-    }
-
-    /// [`Self::pre_flush`], inside a conditional node when `stream` is capturing.
-    fn conditional_pre_flush(&self, stream: &Stream, io: &StepIo, n: usize) -> Result<()> {
-        match (&self.fold_k, self.capture_condition(stream)?) {
-            (Some(_), Some(c)) => stream.capture_if(c, &self.fold_body, |body| self.pre_flush(body, io, n)),
-            _ => self.pre_flush(stream, io, n),
         }
     }
 
@@ -363,19 +323,13 @@ impl Mamba2ReplayState {
 
     /// Commits a verification: `h ← h + accepted[row]` (read from [`Self::accepted`] in device
     /// memory) after dropping folded records, and flags for `next`, in place in the current
-    /// counter buffer (the parity does not change). One program walks the batch; in a capture
-    /// that has recorded a [`Self::verify`], it also sets the capture's graph condition for
-    /// the next one.
+    /// counter buffer (the parity does not change).
     pub fn commit(&self, stream: &Stream, next: Next) -> Result<()> {
-        let condition = match stream.capture_id()? {
-            Some(id) => self.fold_condition.get().filter(|c| c.capture() == id),
-            None => None,
-        };
         go(
             &self.commit_k,
             stream,
-            Grid::new(1, 1, 1),
-            &self.commit_args(true, next, condition),
+            self.commit_grid(),
+            &self.commit_args(true, next),
         )
     }
 
@@ -384,7 +338,7 @@ impl Mamba2ReplayState {
     pub fn prepare_verify(&self, io: &StepIo, n: usize) -> Result<()> {
         let mut jobs = vec![
             preload_job(&self.step_k, &self.step_args(io, Next::Verify(n))),
-            preload_job(&self.commit_k, &self.commit_args(true, Next::Verify(n), None)),
+            preload_job(&self.commit_k, &self.commit_args(true, Next::Verify(n))),
         ];
         jobs.extend(self.verify_k.as_ref().map(|k| preload_job(k, &self.verify_args(io, n))));
         jobs.extend(self.fold_k.as_ref().map(|f| preload_job(f, &self.verify_args(io, n))));
@@ -445,7 +399,7 @@ impl DecodeLayer for Mamba2ReplayState {
     fn prepare(&self, io: &StepIo) -> Result<()> {
         preload_all(vec![
             preload_job(&self.step_k, &self.step_args(io, Next::Decode)),
-            preload_job(&self.commit_k, &self.commit_args(true, Next::Decode, None)),
+            preload_job(&self.commit_k, &self.commit_args(true, Next::Decode)),
         ])
     }
     /// `steps` decode steps (`steps` launches) as one graph; `steps` must be even, so that a

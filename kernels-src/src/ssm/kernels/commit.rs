@@ -57,8 +57,8 @@ pub fn advance_counters(
 }
 
 /// Advances the counters `meta[slot] = (start, h, flush, ·)` of every non-padding row in place
-/// by [`advance_counters`], and computes the flush flag of the next launch. Each program walks
-/// the rows in blocks of `BLOCK`, a grid's stride apart (one program: every row).
+/// by [`advance_counters`], and computes the flush flag of the next launch. `BLOCK` rows per
+/// program.
 ///
 /// - `after_verify != 0` (after [`super::verify::mamba2_verify`], the usual use): a flushed row
 ///   drops its folded records, then `h ← h + accepted[row]`.
@@ -69,15 +69,9 @@ pub fn advance_counters(
 ///   counter buffer.
 /// - The flag for the next launch: `next_drafts == 0` (a decode step) `h + 1 ≥ L`, else (a
 ///   verification of `next_drafts` drafts) `h + next_drafts > L`.
-/// - `set_condition != 0` (in a CUDA graph, a grid of one program): sets the graph condition
-///   `condition` to whether the next verification's pre-flush has work: whether a live row's
-///   next flag is set — or true when the next launch is a decode step (the flags the
-///   verification after it sees are the steps', which set no condition), so that a graph skips
-///   the pre-flush only when no row can fold.
 ///
 /// Launch it once per model step (all layers share `meta`).
 #[kernel]
-#[allow(clippy::too_many_arguments)]
 pub fn mamba2_commit(
     #[extent(batch)] slot_idx: Ptr<i32>,
     #[extent(batch)] accepted: Ptr<i32>,
@@ -86,32 +80,22 @@ pub fn mamba2_commit(
     slots: i32,
     after_verify: i32,
     next_drafts: i32,
-    condition: i64,
-    set_condition: i32,
     #[constexpr(default = 16)] L: usize,
     #[constexpr(default = 4)] T: usize,
     #[constexpr(default = 128)] BLOCK: usize,
 ) {
+    let rows = program_id(0) * BLOCK + arange(BLOCK);
+    let in_batch = rows < batch;
+    let slot = load(slot_idx + rows, in_batch);
+    let live = in_batch & (slot != 0);
+    let mrow = meta + slot * 4;
+    let start = load(mrow, live);
+    let h = load(mrow + 1, live);
+    let flushed = load(mrow + 2, live) != 0;
     let verified = after_verify != 0;
-    let stride = num_programs(0) * BLOCK;
-    let mut flagged = constant(0i32);
-    for r0 in range_step(program_id(0) * BLOCK, batch, stride) {
-        let rows = r0 + arange(BLOCK);
-        let in_batch = rows < batch;
-        let slot = load(slot_idx + rows, in_batch);
-        let live = in_batch & (slot != 0);
-        let mrow = meta + slot * 4;
-        let start = load(mrow, live);
-        let h = load(mrow + 1, live);
-        let flushed = load(mrow + 2, live) != 0;
-        let acc = load(accepted + rows, live & verified);
-        let c = advance_counters(start, h, flushed, Some((verified, acc)), next_drafts, L, L + T);
-        store(mrow, c.start, live);
-        store(mrow + 1, c.h, live);
-        store(mrow + 2, c.flag.cast::<i32>(), live);
-        flagged = maximum(flagged, max_all((c.flag & live).cast::<i32>()));
-    }
-    if set_condition != 0 {
-        set_graph_condition(condition, (flagged > 0) | (next_drafts == 0));
-    }
+    let acc = load(accepted + rows, live & verified);
+    let c = advance_counters(start, h, flushed, Some((verified, acc)), next_drafts, L, L + T);
+    store(mrow, c.start, live);
+    store(mrow + 1, c.h, live);
+    store(mrow + 2, c.flag.cast::<i32>(), live);
 }
