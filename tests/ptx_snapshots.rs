@@ -1,6 +1,8 @@
 //! Every registered kernel compiles for both targets at its default configuration; the PTX is
-//! snapshot-tested (snapshots/ at the workspace root) and assembled by ptxas with zero spills;
-//! with source lines (`.file` / `.loc`) it names only the kernels' own files.
+//! snapshot-tested (snapshots/ at the workspace root) and assembled by ptxas with zero spills,
+//! with the registers of the code emitted before its dead instructions were removed, and (but
+//! for at most one in ten) to the same cubin; with source lines (`.file` / `.loc`) it names
+//! only the kernels' own files.
 
 use replay_dsl::{compile_with_lines, Specialization, Target};
 use std::path::{Path, PathBuf};
@@ -11,8 +13,8 @@ fn ptxas() -> PathBuf {
     replay_runtime::driver::ptxas::repo_ptxas(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Assembles `ptx` for `arch`; returns (registers, spill bytes) from `ptxas -v`.
-fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
+/// Assembles `ptx` for `arch`; returns (registers, spill bytes) from `ptxas -v`, and the cubin.
+fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32, Vec<u8>) {
     // A folder per call, removed after: tests run in parallel, and a file shared by two of
     // them could be truncated by one while ptxas reads it for the other.
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -27,6 +29,7 @@ fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
         .arg(&src)
         .output()
         .expect("run ptxas");
+    let cubin = std::fs::read(src.with_extension("cubin")).unwrap_or_default();
     std::fs::remove_dir_all(&dir).unwrap();
     let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "ptxas -arch={arch} rejected {name}:\n{log}");
@@ -44,7 +47,7 @@ fn assemble(ptxas: &PathBuf, ptx: &str, arch: &str, name: &str) -> (u32, u32) {
                 .filter_map(|p| p.split_whitespace().next()?.parse::<u32>().ok())
         })
         .sum();
-    (regs, spills)
+    (regs, spills, cubin)
 }
 
 /// Median time of trace + passes + PTX over 9 runs (printed for the record; the bench
@@ -66,6 +69,9 @@ fn compile_ms(entry: &replay_dsl::KernelEntry, values: &[(&str, i64)], target: T
 fn every_kernel_compiles_snapshots_and_assembles() {
     let ptxas = ptxas();
     let mut report = Vec::new();
+    // Kernels whose cubin is byte-identical with and without the dead instructions (ptxas
+    // removes them too; its heuristics may still see the shorter text differently).
+    let (mut same_cubin, mut assembled) = (0, 0);
     for entry in replay_kernels::registry() {
         let defaults = (entry.defaults)();
         let kernel = (entry.trace)(&defaults, &Specialization::default())
@@ -76,8 +82,22 @@ fn every_kernel_compiles_snapshots_and_assembles() {
             insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
                 insta::assert_snapshot!(format!("{}.{}", entry.name, target.arch()), compiled.ptx);
             });
-            let (regs, spills) = assemble(&ptxas, &compiled.ptx, target.arch(), entry.name);
+            let (regs, spills, cubin) = assemble(&ptxas, &compiled.ptx, target.arch(), entry.name);
             assert_eq!(spills, 0, "{} spills on {target}", entry.name);
+            let emitted = compiled.stage("emitted").expect("the code as emitted is a stage");
+            assert!(
+                emitted.len() >= compiled.ptx.len(),
+                "{}: pruning added code",
+                entry.name
+            );
+            let (unpruned_regs, _, unpruned) = assemble(&ptxas, emitted, target.arch(), entry.name);
+            assert_eq!(
+                regs, unpruned_regs,
+                "{} on {target}: the registers differ without the dead instructions",
+                entry.name
+            );
+            same_cubin += usize::from(cubin == unpruned);
+            assembled += 1;
             report.push(format!(
                 "{:<22} {:<8} {:>4} registers, 0 spill bytes, compile {:.3} ms",
                 entry.name,
@@ -88,6 +108,11 @@ fn every_kernel_compiles_snapshots_and_assembles() {
         }
     }
     println!("{}", report.join("\n"));
+    println!("{same_cubin} of {assembled} cubins identical without the dead instructions");
+    assert!(
+        same_cubin * 10 >= assembled * 9,
+        "only {same_cubin} of {assembled} cubins are identical without the dead instructions"
+    );
 }
 
 #[test]
@@ -105,7 +130,7 @@ fn every_kernel_carries_its_own_source_lines() {
         }
         let locs = compiled.ptx.lines().filter(|l| l.trim().starts_with(".loc ")).count();
         assert!(locs > 0, "{}: no .loc", entry.name);
-        let (_, spills) = assemble(&ptxas, &compiled.ptx, "sm_90a", entry.name);
+        let (_, spills, _) = assemble(&ptxas, &compiled.ptx, "sm_90a", entry.name);
         assert_eq!(spills, 0, "{} spills with source lines", entry.name);
     }
 }

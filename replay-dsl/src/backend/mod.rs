@@ -52,6 +52,6 @@ pub fn generate(kernel: &Kernel, target: Target, line_info: bool) -> Result<Gene
     Ok(Generated {
         ptx: out.ptx,
         shared_bytes: out.shared_bytes,
-        stages: vec![("layout".into(), layout_text)],
+        stages: vec![("layout".into(), layout_text), ("emitted".into(), out.emitted)],
     })
 }

@@ -28,6 +28,7 @@ mod lines;
 mod math;
 mod memory;
 mod mma;
+mod prune;
 mod reduce;
 pub mod regs;
 mod scan;
@@ -93,6 +94,8 @@ pub struct Emitter<'k> {
 pub struct Emitted {
     /// The PTX module.
     pub ptx: String,
+    /// The module as emitted, before its dead instructions are removed (`prune`).
+    pub emitted: String,
     /// Bytes of shared memory used (static, or dynamic beyond the static limit).
     pub shared_bytes: u32,
 }
@@ -198,11 +201,11 @@ impl<'k> Emitter<'k> {
         );
         s.push_str(&self.regs.declarations());
         s.push('\n');
-        s.push_str(&self.prologue);
-        s.push_str(&self.body);
-        s.push_str("\tret;\n}\n");
+        let code = format!("{}{}", self.prologue, self.body);
+        let whole = |code: &str| format!("{s}{code}\tret;\n}}\n");
         Emitted {
-            ptx: s,
+            ptx: whole(&prune::without_dead_instructions(&code)),
+            emitted: whole(&code),
             shared_bytes: shared as u32,
         }
     }
