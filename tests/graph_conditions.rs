@@ -24,13 +24,7 @@ pub fn mark(#[extent(at + 1)] out: Ptr<i32>, at: i32, value: i32) {
 }
 
 fn gpu_stream() -> Option<Stream> {
-    match Device::cuda(0) {
-        Ok(d) => Some(d.new_stream().unwrap()),
-        Err(e) => {
-            println!("skipped: no CUDA GPU ({e})");
-            None
-        }
-    }
+    Some(Device::gpu_for_test()?.new_stream().unwrap())
 }
 
 #[test]

@@ -875,13 +875,7 @@ fn tuned_plans_choose_windows_and_tiles_from_the_shortlists() {
 
 /// A stream on GPU 0, or `None` after printing why the test is skipped.
 fn gpu_stream() -> Option<Stream> {
-    match Device::cuda(0) {
-        Ok(d) => Some(d.new_stream().unwrap()),
-        Err(e) => {
-            println!("skipped: no CUDA GPU ({e})");
-            None
-        }
-    }
+    Some(Device::gpu_for_test()?.new_stream().unwrap())
 }
 
 /// The bits of the outputs in `io`.

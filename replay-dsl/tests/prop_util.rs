@@ -194,7 +194,7 @@ pub struct Gpu {
 /// `REPLAY_GPU_TESTS_ON_EMULATOR=1` runs them on the PTX emulator: the backend's sm_90a PTX
 /// executed on the CPU against the interpreter.
 pub fn gpu() -> Option<Gpu> {
-    use replay_runtime::{Device, RuntimeError};
+    use replay_runtime::Device;
     if std::env::var_os("REPLAY_GPU_TESTS_ON_EMULATOR").is_some_and(|v| v == "1") {
         let device = Device::emulator();
         eprintln!("REPLAY_GPU_TESTS_ON_EMULATOR=1: the GPU tests run on the PTX emulator");
@@ -207,21 +207,10 @@ pub fn gpu() -> Option<Gpu> {
         let stream = device.new_stream().unwrap();
         return Some(Gpu { device, stream });
     }
-    match Device::cuda(0) {
-        Ok(device) => {
-            eprintln!("GPU: {}", device.info());
-            let stream = device.new_stream().unwrap_or_else(|e| panic!("creating a stream: {e}"));
-            Some(Gpu { device, stream })
-        }
-        Err(e @ (RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. })) => {
-            if std::env::var_os("REPLAY_REQUIRE_GPU").is_some_and(|v| v == "1") {
-                panic!("REPLAY_REQUIRE_GPU=1 but there is no CUDA GPU: {e}");
-            }
-            eprintln!("skipped: no CUDA GPU");
-            None
-        }
-        Err(e) => panic!("opening the GPU failed: {e}"),
-    }
+    let device = Device::gpu_for_test()?;
+    eprintln!("GPU: {}", device.info());
+    let stream = device.new_stream().unwrap_or_else(|e| panic!("creating a stream: {e}"));
+    Some(Gpu { device, stream })
 }
 
 impl Gpu {

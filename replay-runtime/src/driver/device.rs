@@ -220,6 +220,24 @@ impl Device {
         )
     }
 
+    /// GPU 0 for a test that needs one, or `None` after printing "skipped: no CUDA GPU (…)"
+    /// when this machine has no CUDA driver or no GPU: the only reasons a GPU test may skip.
+    /// Any other failure to open it panics, and so does a missing GPU with
+    /// `REPLAY_REQUIRE_GPU=1`.
+    pub fn gpu_for_test() -> Option<Device> {
+        match Device::cuda(0) {
+            Ok(d) => Some(d),
+            Err(e @ (RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. })) => {
+                if std::env::var_os("REPLAY_REQUIRE_GPU").is_some_and(|v| v == "1") {
+                    panic!("REPLAY_REQUIRE_GPU=1 but there is no CUDA GPU: {e}");
+                }
+                println!("skipped: no CUDA GPU ({e})");
+                None
+            }
+            Err(e) => panic!("opening the GPU failed: {e}"),
+        }
+    }
+
     /// The PTX emulator as a device: kernels are compiled for sm_90a like for an H100/H200 and
     /// the PTX runs on the CPU (`replay-ptx-emu`), block after block, with every memory access
     /// bounds-checked; buffers live in host memory, events measure wall-clock time (CPU
