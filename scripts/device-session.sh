@@ -22,6 +22,11 @@
 #            again with TUNED_MODE=cached to tune only the rest); at most $TUNED_LIMIT seconds
 #            (default 570)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
+#   table    the table of record: bench-ssm --plans $TABLE_PLANS (default the latest,
+#            bench/results/plans-h200-v39-batches.json) with Triton, JSON and plot as
+#            $out/ssm-table.*, while nvidia-smi samples the SM clock, temperature, power and
+#            the clock-limiting reasons every 500 ms into $out/clocks.csv (whole tables read a few
+#            per cent apart between machines: bench/NOTES.md, session 37). Run it first in a call
 #   ab       builds $AB_BUILDS (default `old new`: `new` is this one, .carry/replay, any other
 #            name N the binary .carry/N/replay) at equal plans, alternated, two rounds: bench-ssm
 #            --plans F for each file F in $AB_PLANS (default the latest plans at B=256, both
@@ -224,6 +229,17 @@ memcheck() { # out-of-bounds and misaligned accesses of every SSM kernel, tail t
       --test-threads=1 the_last_value_block chained_products the_fold_verifies
 }
 
+table() { # the table of record, with the GPU's clock and power sampled beside it
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active \
+    --format=csv -lms 500 >"$out/clocks.csv" 2>&1 &
+  local smi=$!
+  "$bin" bench-ssm --plans "${TABLE_PLANS:-bench/results/plans-h200-v39-batches.json}" --triton "$triton" \
+    --json "$out/ssm-table.json"
+  local rc=$?
+  kill "$smi"
+  return "$rc"
+}
+
 racecheck() { # shared-memory hazards of the verification's ASYNC tiles and of the dot products
   export REPLAY_REQUIRE_GPU=1 REPLAY_SSM_DEVICE=cuda
   local sanitize=(compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1)
@@ -242,12 +258,13 @@ for s in "${steps[@]}"; do
       --json "$out/ssm-tuned.json"
       gzip -c "$cache/replay/tune-v1.json" >"$out/tune-v1.json.gz" ;;
     notune) step notune 240 "$bin" bench-ssm --no-tune --triton "$triton" --json "$out/ssm-notune.json" ;;
+    table) export -f table; export out bin triton; step table 300 bash -c table ;;
     ncu) export -f profile sass_summary; export out bin; step ncu 300 bash -c profile ;;
     flush) export -f flush_profile sass_summary; export out bin; step flush 240 bash -c flush_profile ;;
     jit) export -f jit toolkit_ptxas; export out bin; step jit 580 bash -c jit ;;
     ab) export -f ab file_field build_exe; export out bin; step ab 540 bash -c ab ;;
     lines) export -f lines sass_summary build_exe; export out bin; step lines 300 bash -c lines ;;
-    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, ncu, flush, ab, lines, jit)" >&2; failed=$((failed + 1)) ;;
+    *) echo "unknown step $s (tests, memcheck, racecheck, tuned, notune, table, ncu, flush, ab, lines, jit)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 # The cubins ptxas compiled stay here: thousands of files, and the tool brings back few.
