@@ -1,7 +1,8 @@
 //! Conditional graph nodes on the GPU: a kernel's `set_graph_condition` decides, in every
 //! replay of a captured graph, whether the body of the `Stream::capture_if` node after it
 //! runs; a condition no kernel sets keeps its default; one condition serves one node; a
-//! condition no node reads does not break the capture. Skips without a GPU.
+//! condition no node reads does not break the capture. Skips without a GPU; on the CPU
+//! backends the conditions kernels set are logged.
 
 use replay_dsl::prelude::*;
 use replay_macros::kernel;
@@ -87,6 +88,31 @@ fn conditional_nodes_follow_the_condition_a_kernel_sets_gpu() {
         out.copy_from_host(&s, &[-1; 4]).unwrap();
         graph.launch().unwrap();
         assert_eq!(out.to_host(&s).unwrap(), want, "x = {xs:?}");
+    }
+}
+
+#[test]
+fn the_cpu_backends_log_the_conditions_kernels_set() {
+    for dev in [Device::interpreter(), Device::emulator()] {
+        let s = dev.new_stream().unwrap();
+        let setter = set_if_positive::Kernel::compile(&dev, set_if_positive::Config::default()).unwrap();
+        let mut x = DeviceBuffer::<i32>::zeros(&s, 2).unwrap();
+        x.copy_from_host(&s, &[5, -3]).unwrap();
+        for (at, handle, on) in [(0, 7, true), (1, 9, true), (0, 11, false)] {
+            let args = [
+                ArgValue::Buffer(x.raw()),
+                ArgValue::I32(at),
+                ArgValue::I64(handle),
+                ArgValue::I32(on as i32),
+            ];
+            setter
+                .launch_values(&s, Grid::new(1, 1, 1), &args, Engine::Device)
+                .unwrap();
+        }
+        let backend = dev.backend().name();
+        // The third launch sets nothing; the log is taken out.
+        assert_eq!(dev.take_graph_conditions(), [(7, true), (9, false)], "{backend}");
+        assert_eq!(dev.take_graph_conditions(), [], "{backend}");
     }
 }
 
