@@ -140,8 +140,9 @@ impl Stream {
     }
 
     /// A new condition of the graph this stream is capturing, `default` at the start of every
-    /// replay. Use it in a [`Stream::capture_if`] of the same capture (a condition no node
-    /// reads makes the graph fail to instantiate).
+    /// replay, for one [`Stream::capture_if`] of the same capture (one that no node reads gets a
+    /// node with an empty body when the capture ends: the driver does not instantiate a graph
+    /// with an unread condition).
     pub fn new_graph_condition(&self, default: bool) -> Result<GraphCondition> {
         let c = self.capturing("a graph condition")?;
         let ctx = self.device().cuda_ctx().expect("a capturing stream is a CUDA stream");
