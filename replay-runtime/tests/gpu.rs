@@ -11,10 +11,6 @@ use std::sync::Arc;
 
 const ADD_PTX: &str = include_str!("ptx/add_f32.ptx");
 
-fn gpu() -> Option<Device> {
-    Device::gpu_for_test()
-}
-
 fn add_ptx(d: &Device, threads: u32) -> Arc<LoadedKernel> {
     d.load_ptx(ADD_PTX, "add_f32", threads).unwrap()
 }
@@ -40,7 +36,7 @@ fn launch_add(
 
 #[test]
 fn device_info_and_errors() {
-    let Some(d) = gpu() else { return };
+    let Some(d) = Device::gpu_for_test() else { return };
     let info = d.info();
     eprintln!("{info}");
     assert!(info.target.is_some());
@@ -54,7 +50,7 @@ fn device_info_and_errors() {
 
 #[test]
 fn buffers_round_trip() {
-    let Some(d) = gpu() else { return };
+    let Some(d) = Device::gpu_for_test() else { return };
     let s = d.new_stream().unwrap();
     let data: Vec<f32> = (0..1 << 20).map(|i| i as f32 * 0.25).collect();
     let mut b = DeviceBuffer::from_host(&s, &data).unwrap();
@@ -74,7 +70,7 @@ fn buffers_round_trip() {
 
 #[test]
 fn ptx_launch_events_and_graphs() {
-    let Some(d) = gpu() else { return };
+    let Some(d) = Device::gpu_for_test() else { return };
     let s = d.new_stream().unwrap();
     let n = 1_000_003usize;
     let xs: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
@@ -127,7 +123,7 @@ fn ptx_launch_events_and_graphs() {
 
 #[test]
 fn typed_launch_and_tuning_of_a_compiled_kernel() {
-    let Some(d) = gpu() else { return };
+    let Some(d) = Device::gpu_for_test() else { return };
     let s = d.new_stream().unwrap();
     match Add::compile(&d, AddConfig::default()) {
         Err(RuntimeError::Compile(e)) => {
@@ -186,7 +182,7 @@ fn typed_launch_and_tuning_of_a_compiled_kernel() {
 
 #[test]
 fn scheme_tuning_on_the_gpu() {
-    let Some(d) = gpu() else { return };
+    let Some(d) = Device::gpu_for_test() else { return };
     let s = d.new_stream().unwrap();
     let n = 1 << 22;
     let x = DeviceBuffer::from_host(&s, &vec![1.0f32; n]).unwrap();
