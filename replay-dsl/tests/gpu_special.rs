@@ -1148,6 +1148,12 @@ fn async_copied_tile_loop() {
         let c = replay_dsl::compile(&k, target).unwrap();
         assert!(c.ptx.contains("cp.async.cg.shared.global ["), "{}", c.ptx);
         assert!(c.ptx.contains("cp.async.wait_group 1"), "{}", c.ptx);
+        // A tile of fewer 16-byte vectors than threads ([8, 16] bf16: 16 vectors, 128 threads)
+        // is still copied 16 bytes at a time, by 16 threads, not an element per thread loaded
+        // and stored at once.
+        let small = replay_dsl::compile(&async_copy_loop_kernel::<bf16>(Elem::BF16, 8, 16, 0, 4), target).unwrap();
+        assert!(small.ptx.contains("], 16"), "{}", small.ptx);
+        assert!(!small.ptx.contains("st.shared.b16"), "{}", small.ptx);
     }
     // Two stages of 64 KiB: beyond the static 48 KiB, a dynamic `.extern` array.
     let big = replay_dsl::compile(
@@ -1164,7 +1170,7 @@ fn async_copied_tile_loop() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rand::new(0xa5);
     let (programs, n) = (3usize, 5usize);
-    for (rows, cols) in [(16usize, 64usize), (8, 8), (32, 128), (128, 128)] {
+    for (rows, cols) in [(16usize, 64usize), (8, 8), (8, 16), (32, 128), (128, 128)] {
         for (w, drop) in WARPS.into_iter().flat_map(|w| [(w, 0usize), (w, 1)]) {
             let len = (programs * n + 1) * rows * cols;
             // Small integers: every sum is exact, in any order.

@@ -572,9 +572,25 @@ impl<'k> Assignment<'k> {
         }
     }
 
-    /// The layout an asynchronous copy operates in: a coalesced load's.
+    /// The layout an asynchronous copy operates in: a coalesced load's, but with vectors as
+    /// wide as the access allows (up to 16 bytes) even where the tile then has fewer vectors
+    /// than the program has threads (the others idle): a `cp.async` copies at least 4 bytes,
+    /// and a thread's narrower part would be loaded and stored at once, its load's latency
+    /// waited for in line (H200: the fold's drafts' `[8, 16]` bf16 tiles, one element per
+    /// thread, held 11 % of its flushing launch's stall samples).
     pub fn copy_layout(&mut self, ptr: Value, mask: Option<Value>) -> LayoutId {
-        self.anchor(ptr, mask, 16)
+        let ty = self.ty(ptr);
+        if ty.rank() == 0 {
+            return self.scalar;
+        }
+        let bytes = ty.dtype.pointee().map_or(8, |e| e.bytes());
+        let vec = self.axis.access_vec(self.kernel, ptr, mask).min(16 / bytes).max(1);
+        self.table.intern(Layout::blocked_with(
+            &ty.shape,
+            self.kernel.num_warps,
+            crate::backend::layout::prev_pow2(vec),
+            true,
+        ))
     }
 
     /// The layout a prefetch operates in: each thread's registers run over up to one
