@@ -23,7 +23,7 @@
 #            (default 570)
 #   notune   bench-ssm with default plans at every batch, both models, with Triton
 #   table    the table of record: bench-ssm --plans $TABLE_PLANS (default the latest,
-#            bench/results/plans-h200-v39-batches.json) with Triton, JSON and plot as
+#            bench/results/plans-h200-v41-batches.json) with Triton, JSON and plot as
 #            $out/ssm-table.*, while nvidia-smi samples the SM clock, temperature, power and
 #            the clock-limiting reasons every 500 ms into $out/clocks.csv (whole tables read a few
 #            per cent apart between machines: bench/NOTES.md, session 37). Run it first in a call
@@ -233,7 +233,7 @@ table() { # the table of record, with the GPU's clock and power sampled beside i
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active \
     --format=csv -lms 500 >"$out/clocks.csv" 2>&1 &
   local smi=$!
-  "$bin" bench-ssm --plans "${TABLE_PLANS:-bench/results/plans-h200-v39-batches.json}" --triton "$triton" \
+  "$bin" bench-ssm --plans "${TABLE_PLANS:-bench/results/plans-h200-v41-batches.json}" --triton "$triton" \
     --json "$out/ssm-table.json"
   local rc=$?
   kill "$smi"
